@@ -1,0 +1,3 @@
+from eoctl.cli.main import main
+
+main()

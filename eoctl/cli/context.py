@@ -1,0 +1,53 @@
+"""What the global options give every command: the configuration and the Spark session, lazily."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from eoctl.config.model import Config
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+@dataclass
+class AppContext:
+    config_path: Path
+    output: OutputFormat = OutputFormat.text
+    debug: bool = False
+    master: str | None = None
+    remote: str | None = None
+    _config: Config | None = field(default=None, repr=False)
+    _spark: Any = field(default=None, repr=False)
+
+    @property
+    def json(self) -> bool:
+        return self.output is OutputFormat.json
+
+    def config(self) -> Config:
+        """Load and validate the configuration once; flags override env, env overrides the file."""
+        if self._config is None:
+            from eoctl.config import load_config
+
+            self._config = load_config(self.config_path, overrides={"master": self.master, "remote": self.remote})
+        return self._config
+
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            from eoctl.engine import start_session
+
+            self._spark = start_session(self.config().engine, debug=self.debug)
+        return self._spark
+
+    def close(self) -> None:
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None

@@ -1,0 +1,48 @@
+"""`eoctl jars ...`: the connector and JDBC jars for machines without Maven access."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from eoctl.cli.context import AppContext
+from eoctl.cli.output import emit_json, stderr
+
+app = typer.Typer(help="The Kafka connector and JDBC driver jars Spark needs.", no_args_is_help=True)
+
+
+def _engine(app_ctx: AppContext):
+    """The configured engine when a configuration file exists, else the defaults."""
+    from eoctl.config.model import EngineConfig
+
+    return app_ctx.config().engine if app_ctx.config_path.exists() else EngineConfig()
+
+
+@app.command("list", epilog="Example: eoctl jars list")
+def list_jars(ctx: typer.Context) -> int:
+    """Print the Maven coordinates eoctl loads for the installed pyspark."""
+    from eoctl.engine.jars import runtime_coordinates
+
+    coords = [str(c) for c in runtime_coordinates(_engine(ctx.obj))]
+    if ctx.obj.json:
+        emit_json({"coordinates": coords})
+    else:
+        for c in coords:
+            stderr.print(c)
+    return 0
+
+
+@app.command("fetch", epilog="Example: eoctl jars fetch ./jars && export EOCTL_JARS_DIR=$PWD/jars")
+def fetch(ctx: typer.Context, dest: Annotated[Path, typer.Argument(help="folder to copy the jars into")]) -> int:
+    """Copy the Kafka connector and JDBC drivers (with their dependencies) into DEST with Maven,
+    for engine.jars_dir / EOCTL_JARS_DIR on machines that cannot reach Maven Central."""
+    from eoctl.engine.jars import fetch_jars
+
+    jars = fetch_jars(_engine(ctx.obj), dest)
+    if ctx.obj.json:
+        emit_json({"dest": str(dest.resolve()), "jars": [j.name for j in jars]})
+    else:
+        stderr.print(f"{len(jars)} jars in {dest.resolve()}; set EOCTL_JARS_DIR={dest.resolve()}")
+    return 0

@@ -1,0 +1,104 @@
+"""The `eoctl` command: global options, sub-app registration, and the one error boundary."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from eoctl import __version__
+from eoctl.cli import config_cmd, doctor_cmd, jars_cmd, sources_cmd
+from eoctl.cli.context import AppContext, OutputFormat
+from eoctl.errors import EoctlError, ExitCode
+
+app = typer.Typer(
+    name="eoctl",
+    help="Audit and repair exactly-once message pipelines (transactional outbox + token deduplication on Kafka).",
+    epilog="Example: eoctl --config samples/basic/eoctl.toml doctor",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+# Every sub-app is registered here and only here.
+app.add_typer(config_cmd.app, name="config")
+app.add_typer(sources_cmd.app, name="sources")
+app.add_typer(jars_cmd.app, name="jars")
+app.command(
+    "doctor", epilog="Example: eoctl --config samples/basic/eoctl.toml doctor"
+)(doctor_cmd.doctor)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"eoctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def global_options(
+    ctx: typer.Context,
+    config: Annotated[
+        Optional[Path],
+        typer.Option("--config", "-c", help="configuration file (env EOCTL_CONFIG; default ./eoctl.toml)", show_default=False),
+    ] = None,
+    output: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="text for people (stderr), json for scripts (stdout)")
+    ] = OutputFormat.text,
+    debug: Annotated[bool, typer.Option("--debug", help="show tracebacks and Spark's own logs")] = False,
+    master: Annotated[
+        Optional[str], typer.Option("--master", help="Spark master, e.g. spark://host:7077 (env EOCTL_MASTER)")
+    ] = None,
+    remote: Annotated[
+        Optional[str], typer.Option("--remote", help="Spark Connect URL, e.g. sc://host:15002 (env EOCTL_REMOTE)")
+    ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    from eoctl.config import resolve_config_path
+
+    if master and remote:
+        raise typer.BadParameter("use --master or --remote, not both", param_hint="--remote")
+    ctx.obj = AppContext(resolve_config_path(config), output, debug, master, remote)
+    ctx.call_on_close(ctx.obj.close)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run eoctl; every known error becomes one line on stderr and a documented exit code."""
+    import click
+
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=args, prog_name="eoctl", standalone_mode=False)
+    except EoctlError as exc:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"eoctl: error: {exc.one_line()}", file=sys.stderr)
+        sys.exit(int(exc.exit_code))
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        print("eoctl: aborted", file=sys.stderr)
+        sys.exit(130)
+    except click.ClickException as exc:  # bad flags, unknown command, bad option values
+        print(f"eoctl: error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(int(ExitCode.USAGE))
+    except KeyboardInterrupt:
+        print("eoctl: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # an unexpected failure is still one line unless --debug
+        if debug:
+            raise
+        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        print(f"eoctl: internal error: {type(exc).__name__}: {text} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+        sys.exit(int(ExitCode.RUNTIME))
+    sys.exit(int(result) if isinstance(result, int) else 0)

@@ -1,0 +1,57 @@
+"""`eoctl sources ...`: what eoctl reads, as it reads it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from eoctl.cli.context import AppContext
+from eoctl.cli.output import emit_json, progress, stderr
+from eoctl.errors import UsageError
+
+app = typer.Typer(help="Read the configured topics and archives.", no_args_is_help=True)
+
+
+def parse_range(text: str):
+    """TOPIC:PARTITION[:START[:END]] -> OffsetRange; END is exclusive."""
+    from eoctl.sources.kafka import EARLIEST, LATEST, OffsetRange
+
+    parts = text.split(":")
+    try:
+        if len(parts) < 2 or len(parts) > 4 or not parts[0]:
+            raise ValueError
+        start = int(parts[2]) if len(parts) > 2 and parts[2] else EARLIEST
+        end = int(parts[3]) if len(parts) > 3 and parts[3] else LATEST
+        return OffsetRange(parts[0], int(parts[1]), start, end)
+    except ValueError:
+        raise UsageError(f"--range {text!r}: expected TOPIC:PARTITION[:START[:END]], e.g. orders:0:100:200") from None
+
+
+@app.command("scan", epilog="Example: eoctl --config samples/basic/eoctl.toml sources scan billing")
+def scan(
+    ctx: typer.Context,
+    endpoint: Annotated[str, typer.Argument(help="endpoint whose input to read")],
+    ranges: Annotated[
+        Optional[list[str]],
+        typer.Option("--range", help="read only TOPIC:PARTITION[:START[:END]] (END exclusive); repeatable"),
+    ] = None,
+) -> int:
+    """Read an endpoint's input with Spark and print, per partition: records, offsets, the committed
+    offset, records in flight, records carrying the protocol headers, distinct message ids."""
+    from eoctl.report.terminal import render_summary
+    from eoctl.sources.summary import summarize_input
+
+    app_ctx: AppContext = ctx.obj
+    config = app_ctx.config()
+    offset_ranges = [parse_range(r) for r in ranges or []]
+    with progress(not app_ctx.json) as step:
+        step("starting Spark")
+        spark = app_ctx.spark()
+        step(f"reading {endpoint}'s input")
+        summary = summarize_input(spark, config, endpoint, offset_ranges or None)
+    if app_ctx.json:
+        emit_json(summary.to_dict())
+    else:
+        render_summary(summary, stderr)
+    return 0

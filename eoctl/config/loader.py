@@ -1,0 +1,173 @@
+"""Load the TOML configuration: read, interpolate ${ENV} secrets, validate, apply overrides.
+
+Precedence is flag > environment > file. Every error names the file, the key and what is
+expected, in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr, ValidationError
+
+from eoctl.config.model import Config
+from eoctl.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+DEFAULT_CONFIG = Path("eoctl.toml")
+CONFIG_ENV = "EOCTL_CONFIG"
+
+#: environment variables that override engine settings (flags override these in turn)
+ENGINE_ENV = {"master": "EOCTL_MASTER", "remote": "EOCTL_REMOTE", "jars_dir": "EOCTL_JARS_DIR"}
+
+# ${NAME} or ${NAME:-default}; $${ is a literal "${".
+_INTERPOLATION = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def interpolate(value: Any, environ: Mapping[str, str], where: str = "") -> Any:
+    """Replace ${VAR} in every string of a parsed TOML tree; an unset variable is an error."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, environ, f"{where}.{k}" if where else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$${":
+            return "${"
+        name, default = match.group(1), match.group(2)
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: environment variable {name} is not set (it is referenced as ${{{name}}})")
+
+    return _INTERPOLATION.sub(substitute, value)
+
+
+def _format_location(loc: tuple[Any, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif item in ("duckdb", "postgres") and parts:  # discriminated-union tags are not keys
+            continue
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts)
+
+
+def _describe(error: Any) -> str:
+    kind, msg, loc = error["type"], error["msg"], _format_location(error["loc"])
+    if kind == "extra_forbidden":
+        return f"unknown key '{loc}'"
+    if kind == "missing":
+        return f"{loc}: required key is missing"
+    if kind == "union_tag_invalid":
+        return f"{loc}: 'type' must be 'duckdb' or 'postgres'"
+    if kind == "union_tag_not_found":
+        return f"{loc}: 'type' is required ('duckdb' or 'postgres')"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    got = error.get("input")
+    shown = "" if isinstance(got, (dict, list)) or kind == "value_error" else f", got {got!r}"
+    prefix = f"{loc}: " if loc else ""
+    return f"{prefix}{msg[0].lower() + msg[1:]}{shown}"
+
+
+def _set_engine(raw: dict[str, Any], key: str, value: str) -> None:
+    engine = raw.setdefault("engine", {})
+    if not isinstance(engine, dict):
+        raise ConfigError("engine: expected a table [engine]")
+    engine[key] = value
+    if key == "remote":
+        engine.pop("master", None)
+    if key == "master":
+        engine.pop("remote", None)
+
+
+def resolve_config_path(flag: Path | None, environ: Mapping[str, str] | None = None) -> Path:
+    environ = os.environ if environ is None else environ
+    if flag is not None:
+        return flag
+    if environ.get(CONFIG_ENV):
+        return Path(environ[CONFIG_ENV])
+    return DEFAULT_CONFIG
+
+
+def load_config(
+    path: Path,
+    *,
+    overrides: Mapping[str, str | None] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Read and validate `path`; `overrides` are engine flags (master, remote, jars_dir)."""
+    environ = os.environ if environ is None else environ
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: configuration file not found",
+            hint=f"pass --config PATH, set {CONFIG_ENV}, or create ./eoctl.toml",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read configuration file: {exc}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+    try:
+        raw = interpolate(raw, environ)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc.message}") from None
+
+    for key, env_name in ENGINE_ENV.items():
+        if environ.get(env_name):
+            _set_engine(raw, key, environ[env_name])
+    for key, value in (overrides or {}).items():
+        if value:
+            _set_engine(raw, key, value)
+
+    try:
+        return Config.model_validate(raw, context={"base_dir": path.resolve().parent})
+    except ValidationError as exc:
+        errors = exc.errors()
+        more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+        raise ConfigError(f"{path}: {_describe(errors[0])}{more}") from None
+
+
+# Free-form option tables may hold credentials under client-specific names (sasl.jaas.config,
+# s3fs "secret", JDBC "password"); typed secrets are SecretStr fields.
+_FREE_FORM = {"client_properties", "spark_properties", "options", "blob_options", "conf"}
+_SECRET_KEY = re.compile(r"pass(word)?|secret|jaas|credential|token|(^|[._-])key$", re.IGNORECASE)
+MASK = "********"
+
+
+def masked(config: Config) -> dict[str, Any]:
+    """The resolved configuration as plain data with every secret replaced by a mask."""
+
+    def walk(value: Any, key: str = "", free_form: bool = False) -> Any:
+        if isinstance(value, SecretStr):
+            return MASK
+        if isinstance(value, dict):
+            inner = key in _FREE_FORM
+            return {k: walk(v, str(k), inner) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v, key, free_form) for v in value]
+        if free_form and isinstance(value, str) and _SECRET_KEY.search(key):
+            return MASK
+        return value
+
+    # model_dump keeps SecretStr objects, so secrets are masked before anything becomes a string.
+    return walk(config.model_dump(by_alias=True))

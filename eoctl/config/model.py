@@ -1,0 +1,318 @@
+"""The configuration model: one validated object, loaded once and passed down.
+
+Every protocol name (headers, tables, columns) has the reference protocol's default from
+DESIGN.md §2 and can be remapped, so an existing pipeline is audited without changing it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Paths in the file are relative to the file's own folder, so a configuration works from any cwd.
+
+
+def _resolve_path(value: str, info: ValidationInfo) -> str:
+    base = (info.context or {}).get("base_dir")
+    if base is None or "://" in value or value.startswith("/"):
+        return value
+    return str((Path(base) / value).resolve())
+
+
+def _resolve_uri(value: str, info: ValidationInfo) -> str:
+    """Local paths and `file:` URIs resolve against the config folder; other schemes pass."""
+    if value.startswith("file://"):
+        return "file://" + _resolve_path(value[len("file://") :], info)
+    if "://" in value:
+        return value
+    return "file://" + _resolve_path(value, info)
+
+
+LocalPath = Annotated[str, AfterValidator(_resolve_path)]
+Uri = Annotated[str, AfterValidator(_resolve_uri)]
+
+
+class Strict(BaseModel):
+    """Unknown keys are rejected: a typo must never silently fall back to a default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# --------------------------------------------------------------------------------- engine
+
+
+class EngineConfig(Strict):
+    master: str = Field("local[*]", description="Spark master: local[*], spark://host:port, yarn, k8s://...")
+    remote: str | None = Field(None, description="Spark Connect URL (sc://host:port); replaces master")
+    app_name: str = "eoctl"
+    jars_dir: LocalPath | None = Field(
+        None, description="folder of connector/JDBC jars for machines without Maven access"
+    )
+    connector_version: str | None = Field(
+        None, description="Spark version of the Kafka connector to load; default: installed pyspark's"
+    )
+    postgres_jdbc_version: str = "42.7.14"
+    duckdb_jdbc_version: str = "2.0.0.1"
+    packages: list[str] = Field(default_factory=list, description="extra Maven coordinates")
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings")
+
+
+# ---------------------------------------------------------------------------------- kafka
+
+
+class KafkaConnection(Strict):
+    bootstrap_servers: str
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: LocalPath | None = Field(None, description="PEM file of trusted CA certificates")
+    timeout_seconds: float = Field(10.0, gt=0)
+    # The two Kafka clients name some settings differently, so each gets its own table.
+    client_properties: dict[str, str] = Field(
+        default_factory=dict, description="extra confluent-kafka (librdkafka) settings"
+    )
+    spark_properties: dict[str, str] = Field(
+        default_factory=dict, description="extra Java client settings for Spark's reader, without 'kafka.'"
+    )
+
+    @model_validator(mode="after")
+    def _sasl_complete(self) -> KafkaConnection:
+        if self.security_protocol.startswith("SASL") and not (
+            self.sasl_mechanism and self.sasl_username and self.sasl_password
+        ):
+            raise ValueError(
+                f"security_protocol {self.security_protocol} needs sasl_mechanism, sasl_username "
+                "and sasl_password"
+            )
+        return self
+
+
+# --------------------------------------------------------------------------------- stores
+
+
+class DuckDBStore(Strict):
+    type: Literal["duckdb"]
+    path: LocalPath
+    schema_name: str = Field("main", alias="schema")
+
+
+class PostgresStore(Strict):
+    type: Literal["postgres"]
+    host: str = "127.0.0.1"
+    port: int = Field(5432, gt=0, lt=65536)
+    database: str
+    user: str
+    password: SecretStr | None = None
+    sslmode: str | None = None
+    schema_name: str = Field("public", alias="schema")
+    options: dict[str, str] = Field(default_factory=dict, description="extra libpq/JDBC parameters")
+
+
+Store = Annotated[Union[DuckDBStore, PostgresStore], Field(discriminator="type")]
+
+
+# ------------------------------------------------------------------------------- protocol
+
+
+class HeaderNames(Strict):
+    message_id: str = "eo-message-id"
+    token_id: str = "eo-token-id"
+    producer: str = "eo-producer"
+    sequence: str = "eo-sequence"
+    causation_id: str = "eo-causation-id"
+    attempt_id: str = "eo-attempt-id"
+    blobs: str = "eo-blobs"
+
+
+class TokenColumns(Strict):
+    token_id: str = "token_id"
+    message_id: str = "message_id"
+    destination: str = "destination"
+    attempt_id: str = "attempt_id"
+    created_at: str = "created_at"
+
+
+class OutboxColumns(Strict):
+    endpoint: str = "endpoint"
+    incoming_message_id: str = "incoming_message_id"
+    incoming_token_id: str = "incoming_token_id"
+    attempt_id: str = "attempt_id"
+    outgoing: str = "outgoing"
+    tokens_committed_at: str = "tokens_committed_at"
+    created_at: str = "created_at"
+    updated_at: str = "updated_at"
+    version: str = "version"
+
+
+class IntentColumns(Strict):
+    intent_id: str = "intent_id"
+    endpoint: str = "endpoint"
+    incoming_message_id: str = "incoming_message_id"
+    attempt_id: str = "attempt_id"
+    kind: str = "kind"
+    ref: str = "ref"
+    created_at: str = "created_at"
+
+
+class TokensTable(Strict):
+    store: str | None = Field(None, description="store name; default: the endpoint's store")
+    table: str = "eo_tokens"
+    columns: TokenColumns = TokenColumns()
+
+
+class OutboxTable(Strict):
+    store: str | None = None
+    table: str = "eo_outbox"
+    columns: OutboxColumns = OutboxColumns()
+
+
+class IntentsTable(Strict):
+    store: str | None = None
+    table: str = "eo_intents"
+    columns: IntentColumns = IntentColumns()
+
+
+# ------------------------------------------------------------------------ topics and tables
+
+Isolation = Literal["read_committed", "read_uncommitted"]
+
+
+def _offsets_map(value: Any) -> Any:
+    """TOML keys are strings; partitions are ints. `{orders = {"0" = 42}}` -> {"orders": {0: 42}}."""
+    if isinstance(value, dict):
+        out: dict[str, dict[int, int]] = {}
+        for topic, parts in value.items():
+            if not isinstance(parts, dict):
+                raise ValueError(f"committed offsets of topic {topic!r} must be a table partition = offset")
+            try:
+                out[topic] = {int(p): int(o) for p, o in parts.items()}
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"committed offsets of topic {topic!r} must map partition numbers to integer offsets"
+                ) from None
+        return out
+    return value
+
+
+class TopicInput(Strict):
+    """Where an endpoint's incoming records are: a live Kafka topic or a topic archive."""
+
+    topics: list[str] = Field(min_length=1)
+    kafka: str | None = Field(None, description="name of a [kafka.NAME] connection (live topics)")
+    group: str | None = Field(None, description="the endpoint's consumer group (live topics)")
+    isolation: Isolation = "read_committed"
+    archive: LocalPath | None = Field(None, description="folder of archived records (Kafka record schema)")
+    archive_format: Literal["parquet", "json"] = "parquet"
+    committed_offsets: Annotated[
+        dict[str, dict[int, int]] | LocalPath | None, Field(union_mode="left_to_right")
+    ] = Field(None, description="archive only: {topic = {partition = offset}} or a JSON file path")
+
+    _coerce_offsets = field_validator("committed_offsets", mode="before")(_offsets_map)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> TopicInput:
+        if bool(self.kafka) == bool(self.archive):
+            raise ValueError("set exactly one of 'kafka' (a live topic) or 'archive' (a topic archive)")
+        if self.kafka and not self.group:
+            raise ValueError("a live Kafka input needs 'group', the endpoint's consumer group")
+        if self.archive and self.group:
+            raise ValueError("'group' applies to live Kafka input; an archive takes 'committed_offsets'")
+        return self
+
+
+class TableSource(Strict):
+    """A table readable by Spark: a file dataset, or a table in a configured store."""
+
+    format: Literal["parquet", "orc", "json", "csv"] | None = None
+    path: LocalPath | None = None
+    options: dict[str, str] = Field(default_factory=dict, description="Spark reader options")
+    store: str | None = None
+    table: str | None = None
+    partition_column: str | None = Field(None, description="numeric column for partitioned JDBC reads")
+    num_partitions: int = Field(8, ge=1)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> TableSource:
+        file_like = self.path is not None
+        store_like = self.store is not None or self.table is not None
+        if file_like == store_like:
+            raise ValueError("set either 'path' and 'format' (files) or 'store' and 'table' (a store table)")
+        if file_like and self.format is None:
+            raise ValueError("a file dataset needs 'format': parquet, orc, json or csv")
+        if store_like and not (self.store and self.table):
+            raise ValueError("a store table needs both 'store' and 'table'")
+        return self
+
+
+class SinkConfig(TableSource):
+    name: str
+    message_id_column: str = Field(description="column holding the source message id")
+    key_columns: list[str] = Field(default_factory=list, description="idempotency-key columns")
+    value_columns: list[str] = Field(
+        default_factory=list, description="columns that must agree for one key (default: all others)"
+    )
+
+
+class EndpointConfig(Strict):
+    store: str | None = Field(None, description="store holding this endpoint's tokens, outbox, intents")
+    input: TopicInput | None = None
+    tokens: TokensTable = TokensTable()
+    outbox: OutboxTable = OutboxTable()
+    intents: IntentsTable = IntentsTable()
+    blobs: Uri | None = Field(None, description="URI prefix of prepared blobs (file://, s3://, ...)")
+    blob_options: dict[str, str] = Field(default_factory=dict, description="fsspec storage options")
+    sinks: list[SinkConfig] = Field(default_factory=list)
+
+    def store_of(self, table: TokensTable | OutboxTable | IntentsTable) -> str | None:
+        return table.store or self.store
+
+
+class ProtocolConfig(Strict):
+    headers: HeaderNames = HeaderNames()
+
+
+class Config(Strict):
+    """The whole configuration. `source` is where it was loaded from (not a file key)."""
+
+    engine: EngineConfig = EngineConfig()
+    protocol: ProtocolConfig = ProtocolConfig()
+    kafka: dict[str, KafkaConnection] = Field(default_factory=dict)
+    stores: dict[str, Store] = Field(default_factory=dict)
+    endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _references_exist(self) -> Config:
+        for name, ep in self.endpoints.items():
+            where = f"endpoints.{name}"
+            if ep.input and ep.input.kafka and ep.input.kafka not in self.kafka:
+                raise ValueError(f"{where}.input.kafka names {ep.input.kafka!r}, which is not a [kafka.*] connection")
+            for key, table in (("tokens", ep.tokens), ("outbox", ep.outbox), ("intents", ep.intents)):
+                store = ep.store_of(table)
+                if store is not None and store not in self.stores:
+                    raise ValueError(f"{where}.{key} uses store {store!r}, which is not a [stores.*] entry")
+            for i, sink in enumerate(ep.sinks):
+                if sink.store is not None and sink.store not in self.stores:
+                    raise ValueError(f"{where}.sinks[{i}] uses store {sink.store!r}, which is not a [stores.*] entry")
+        return self
+
+    def endpoint(self, name: str) -> EndpointConfig:
+        try:
+            return self.endpoints[name]
+        except KeyError:
+            from eoctl.errors import UsageError
+
+            known = ", ".join(sorted(self.endpoints)) or "none configured"
+            raise UsageError(f"unknown endpoint {name!r} (configured: {known})") from None

@@ -1,0 +1,327 @@
+"""`eoctl doctor`: check every configured component and say what is wrong and how to fix it.
+
+Each check is one row: component, what was checked, ok or not, what was seen, how to fix it.
+A failed check never stops the others; checks that depend on a failed one are skipped with why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eoctl.config.model import Config, DuckDBStore, EndpointConfig, TopicInput
+from eoctl.errors import EoctlError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class Status(str, Enum):
+    OK = "ok"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    component: str
+    check: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["status"] = self.status.value
+        return out
+
+
+@dataclass
+class DoctorReport:
+    results: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status is not Status.FAIL for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        return {s.value: sum(r.status is s for r in self.results) for s in Status}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "counts": self.counts(), "checks": [r.to_dict() for r in self.results]}
+
+
+Progress = Callable[[str], None]
+
+
+class _Doctor:
+    def __init__(self, config: Config, start_spark: Callable[[], SparkSession], progress: Progress) -> None:
+        self.config = config
+        self.start_spark = start_spark
+        self.progress = progress
+        self.report = DoctorReport()
+        self.spark: SparkSession | None = None
+        self.kafka_ok: dict[str, bool] = {}
+
+    def add(self, component: str, check: str, status: Status, detail: str, fix: str = "") -> bool:
+        self.report.results.append(CheckResult(component, check, status, detail, fix))
+        return status is Status.OK
+
+    def attempt(self, component: str, check: str, fn: Callable[[], str], fix: str) -> bool:
+        """Run one check; its return value is the detail; an exception is the failure's detail."""
+        self.progress(f"{component}: {check}")
+        try:
+            return self.add(component, check, Status.OK, fn())
+        except EoctlError as exc:
+            return self.add(component, check, Status.FAIL, exc.one_line(), fix)
+        except Exception as exc:  # a check must report, never crash the doctor
+            return self.add(component, check, Status.FAIL, _one_line(exc), fix)
+
+    # ---------------------------------------------------------------------------- engine
+
+    def engine(self) -> None:
+        engine = self.config.engine
+        if not engine.remote:
+
+            def java() -> str:
+                from eoctl.engine.session import java_version
+
+                major, line = java_version()
+                if major < 17:
+                    raise EoctlError(f"Java 17 or newer is needed, found: {line}")
+                return line
+
+            if not self.attempt("java", "Java 17+ is installed", java, "install OpenJDK 17 and set JAVA_HOME"):
+                self.add("spark", "session starts", Status.SKIP, "needs Java")
+                return
+
+        def session() -> str:
+            self.spark = self.start_spark()
+            self.spark.range(1).count()  # a real job, not only a JVM
+            return f"Spark {self.spark.version} on {engine.remote or engine.master}"
+
+        self.attempt(
+            "spark",
+            "session starts and runs a job",
+            session,
+            "check engine.master/remote, the jars (engine.jars_dir or Maven access) and --debug output",
+        )
+
+    # ----------------------------------------------------------------------------- kafka
+
+    def kafka(self) -> None:
+        for name, conn in self.config.kafka.items():
+            self.kafka_ok[name] = self.attempt(
+                f"kafka.{name}",
+                "broker reachable",
+                lambda conn=conn: _broker_summary(conn),
+                "check bootstrap_servers, the network path and security settings",
+            )
+
+    def live_input(self, ep_name: str, source: TopicInput) -> None:
+        from eoctl.sources.kafka import committed_offsets, topic_partitions
+
+        assert source.kafka is not None and source.group is not None
+        component = f"endpoints.{ep_name}.input"
+        conn = self.config.kafka[source.kafka]
+        if not self.kafka_ok.get(source.kafka):
+            self.add(component, "topics present", Status.SKIP, f"Kafka connection {source.kafka} is not reachable")
+            return
+
+        def topics() -> str:
+            parts = topic_partitions(conn, source.topics)
+            return ", ".join(f"{t} ({len(p)} partitions)" for t, p in parts.items())
+
+        if not self.attempt(component, "topics present", topics, "create the topics or fix input.topics"):
+            return
+
+        def group() -> str:
+            committed = committed_offsets(conn, source.group, source.topics)
+            n = sum(len(p) for p in committed.values())
+            return f"group {source.group}: {n} partition{'s' if n != 1 else ''} with committed offsets"
+
+        self.attempt(component, "consumer-group offsets readable", group, "check input.group and the ACLs for it")
+
+        if self.spark is not None:
+
+            def connector() -> str:
+                from eoctl.sources.kafka import read_topics
+
+                read_topics(self.spark, conn, source.topics, isolation=source.isolation).schema
+                return "spark-sql-kafka loaded"
+
+            self.attempt(
+                component,
+                "Spark Kafka connector loads",
+                connector,
+                "make the connector available: engine.jars_dir (eoctl jars fetch DIR) or Maven access",
+            )
+
+    def archive_input(self, ep_name: str, source: TopicInput) -> None:
+        from eoctl.sources.archive import archive_committed_offsets, read_archive
+
+        assert source.archive is not None
+        component = f"endpoints.{ep_name}.input"
+        if not Path(source.archive).exists() and "://" not in source.archive:
+            self.add(component, "topic archive readable", Status.FAIL, f"{source.archive} does not exist",
+                     "fix input.archive")
+        elif self.spark is None:
+            self.add(component, "topic archive readable", Status.SKIP, "needs a Spark session")
+        else:
+
+            def readable() -> str:
+                read_archive(self.spark, source.archive, source.archive_format, source.topics).schema
+                return f"{source.archive_format} records of {', '.join(source.topics)} in {source.archive}"
+
+            self.attempt(
+                component,
+                "topic archive readable",
+                readable,
+                "the archive must hold topic, partition, offset, timestamp, key, value, headers",
+            )
+
+        def offsets() -> str:
+            committed = archive_committed_offsets(source)
+            missing = [t for t in source.topics if t not in committed]
+            if missing:
+                raise EoctlError(f"no committed offsets for topic {', '.join(missing)}")
+            n = sum(len(p) for p in committed.values())
+            return f"{n} partition{'s' if n != 1 else ''} with committed offsets"
+
+        self.attempt(component, "committed offsets given", offsets, "set input.committed_offsets")
+
+    # ---------------------------------------------------------------------------- stores
+
+    def stores(self) -> None:
+        from eoctl.stores.connection import connect, describe, table_columns
+
+        expected = self._expected_tables()
+        for name, store in self.config.stores.items():
+            component = f"stores.{name}"
+            self.progress(f"{component}: connecting")
+            try:
+                with connect(store) as conn:
+                    self.add(component, "reachable", Status.OK, describe(store))
+                    for table, columns, owner in expected.get(name, []):
+                        check = f"table {table} ({owner})"
+                        found = table_columns(conn, store, table)
+                        if found is None:
+                            self.add(component, check, Status.FAIL, f"table {table} does not exist in schema "
+                                     f"{store.schema_name}", f"create it, or map {owner}.table to the right name")
+                            continue
+                        missing = [c for c in columns if c not in found]
+                        if missing:
+                            self.add(component, check, Status.FAIL,
+                                     f"table {table} lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
+                                     f"add the column, or map it in {owner}.columns")
+                        else:
+                            self.add(component, check, Status.OK, f"{len(columns)} expected columns present")
+            except EoctlError as exc:
+                fix = "check the path" if isinstance(store, DuckDBStore) else "check host, port, credentials and that the server runs"
+                self.add(component, "reachable", Status.FAIL, exc.one_line(), fix)
+                continue
+            if self.spark is not None and expected.get(name):
+                table = expected[name][0][0]
+                self.attempt(component, "Spark reads it through JDBC", lambda store=store, table=table: self._jdbc(store, table),
+                             "make the JDBC driver available: engine.jars_dir or Maven access")
+
+    def _jdbc(self, store, table: str) -> str:
+        from eoctl.sources.tables import read_store_table
+
+        read_store_table(self.spark, store, table).schema
+        return f"{table} schema read through JDBC"
+
+    def _expected_tables(self) -> dict[str, list[tuple[str, list[str], str]]]:
+        """store name -> [(table, mapped column names, config key)] for every endpoint's tables."""
+        out: dict[str, list[tuple[str, list[str], str]]] = {}
+        seen: set[tuple[str, str]] = set()
+        for ep_name, ep in self.config.endpoints.items():
+            for key in ("tokens", "outbox", "intents"):
+                table = getattr(ep, key)
+                store = ep.store_of(table)
+                if store is None or (store, table.table) in seen:
+                    continue
+                seen.add((store, table.table))
+                out.setdefault(store, []).append(
+                    (table.table, list(table.columns.model_dump().values()), f"endpoints.{ep_name}.{key}")
+                )
+        return out
+
+    # -------------------------------------------------------------------- blobs and sinks
+
+    def blobs(self, ep_name: str, ep: EndpointConfig) -> None:
+        assert ep.blobs is not None
+
+        def listable() -> str:
+            import fsspec
+
+            fs, path = fsspec.core.url_to_fs(ep.blobs, **ep.blob_options)
+            if not fs.exists(path):
+                raise EoctlError(f"blob prefix {ep.blobs} does not exist")
+            if not fs.isdir(path):
+                raise EoctlError(f"blob prefix {ep.blobs} is not a folder/prefix")
+            return f"{ep.blobs} listable ({type(fs).__name__})"
+
+        self.attempt(f"endpoints.{ep_name}.blobs", "blob prefix listable", listable,
+                     "fix the URI, the credentials in blob_options, or install the fsspec package for its scheme")
+
+    def sinks(self, ep_name: str, ep: EndpointConfig) -> None:
+        from eoctl.sources.tables import read_table
+
+        for sink in ep.sinks:
+            component = f"endpoints.{ep_name}.sinks.{sink.name}"
+            if self.spark is None:
+                self.add(component, "readable", Status.SKIP, "needs a Spark session")
+                continue
+
+            def readable(sink=sink) -> str:
+                df = read_table(self.spark, self.config, sink)
+                needed = [sink.message_id_column, *sink.key_columns, *sink.value_columns]
+                missing = [c for c in needed if c not in df.columns]
+                if missing:
+                    raise EoctlError(f"sink lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+                return f"{len(df.columns)} columns, {sink.message_id_column} present"
+
+            self.attempt(component, "readable with its columns", readable,
+                         "fix the sink's path/table or its message_id_column/key_columns")
+
+    def run(self) -> DoctorReport:
+        self.engine()
+        self.kafka()
+        for ep_name, ep in self.config.endpoints.items():
+            if ep.input is not None:
+                (self.live_input if ep.input.kafka else self.archive_input)(ep_name, ep.input)
+        self.stores()
+        for ep_name, ep in self.config.endpoints.items():
+            if ep.blobs:
+                self.blobs(ep_name, ep)
+            self.sinks(ep_name, ep)
+        return self.report
+
+
+def _broker_summary(conn) -> str:
+    from confluent_kafka import KafkaException
+
+    from eoctl.sources.kafka import admin
+
+    try:
+        md = admin(conn).list_topics(timeout=conn.timeout_seconds)
+    except KafkaException as exc:
+        raise EoctlError(f"{conn.bootstrap_servers} not reachable: {exc.args[0].str()}") from None
+    return f"{len(md.brokers)} broker(s), {len(md.topics)} topics at {conn.bootstrap_servers}"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0][:300] if text else type(exc).__name__)
+
+
+def run_doctor(
+    config: Config, start_spark: Callable[[], SparkSession], progress: Progress | None = None
+) -> DoctorReport:
+    """Check every component `config` names; `start_spark` is called once, lazily."""
+    return _Doctor(config, start_spark, progress or (lambda _msg: None)).run()
+

@@ -1,0 +1,90 @@
+"""The one SparkSession factory: local[*] by default, a cluster with master, Spark Connect with remote."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from eoctl.config.model import EngineConfig
+from eoctl.engine.jars import spark_jar_settings
+from eoctl.errors import EngineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_UTC_JVM = "-Duser.timezone=UTC"
+
+
+def java_version() -> tuple[int, str]:
+    """(major, full version line) of the `java` Spark will launch; raises when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        raise EngineError("java not found", hint="install Java 17 or newer and put it on PATH or set JAVA_HOME")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    line = out.strip().splitlines()[0] if out.strip() else "unknown"
+    try:
+        token = line.split('"')[1]
+        major = int(token.split(".")[1] if token.startswith("1.") else token.split(".")[0].split("-")[0])
+    except (IndexError, ValueError):
+        major = 0
+    return major, line
+
+
+def session_settings(engine: EngineConfig, *, debug: bool = False) -> dict[str, str]:
+    """Every Spark setting eoctl applies, user `engine.conf` last so it wins."""
+    settings = {
+        "spark.app.name": engine.app_name,
+        "spark.sql.session.timeZone": "UTC",
+        # Executors must run the same Python as the driver, also on a standalone cluster.
+        "spark.pyspark.python": sys.executable,
+        "spark.ui.showConsoleProgress": "false",
+    }
+    java_opts = _UTC_JVM
+    if not debug:
+        quiet = resources.files("eoctl.engine").joinpath("log4j2-quiet.properties")
+        java_opts += f" -Dlog4j2.configurationFile={quiet}"
+    settings["spark.driver.extraJavaOptions"] = java_opts
+    settings["spark.executor.extraJavaOptions"] = java_opts
+    settings.update(spark_jar_settings(engine))
+    settings.update(engine.conf)
+    return settings
+
+
+def start_session(engine: EngineConfig, *, debug: bool = False) -> SparkSession:
+    """Start (or join) the SparkSession described by `engine`."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - pyspark is a dependency
+        raise EngineError(f"pyspark is not importable: {exc}") from None
+
+    builder = SparkSession.builder
+    if engine.remote:
+        # A Connect server owns its jars and JVM settings; only session settings travel.
+        builder = builder.remote(engine.remote).config("spark.sql.session.timeZone", "UTC")
+        for key, value in engine.conf.items():
+            builder = builder.config(key, value)
+    else:
+        major, line = java_version()
+        if major and major < 17:
+            raise EngineError(f"Spark 4 needs Java 17 or newer, found: {line}", hint="set JAVA_HOME to a Java 17+ JDK")
+        builder = builder.master(engine.master)
+        for key, value in session_settings(engine, debug=debug).items():
+            builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # py4j/grpc raise many types; one line is what the user needs
+        where = engine.remote or engine.master
+        raise EngineError(f"Spark session could not start on {where}: {_first_line(exc)}") from exc
+    if not engine.remote:
+        spark.sparkContext.setLogLevel("INFO" if debug else "ERROR")
+    return spark
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

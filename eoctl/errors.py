@@ -1,0 +1,55 @@
+"""Exit codes and the errors the CLI's one error boundary turns into one line each."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes; documented in README.md. Values are a stable contract for cron and CI."""
+
+    OK = 0
+    #: findings (or failed doctor checks) at or above the chosen severity
+    FINDINGS = 1
+    #: bad command line or configuration: nothing was read or changed
+    USAGE = 2
+    #: the run could not complete: a server, a Spark job or a file failed
+    RUNTIME = 3
+
+
+class EoctlError(Exception):
+    """An error with a message fit for one line of output and a documented exit code."""
+
+    exit_code: ExitCode = ExitCode.RUNTIME
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class ConfigError(EoctlError):
+    """The configuration file is missing, unreadable or invalid."""
+
+    exit_code = ExitCode.USAGE
+
+
+class UsageError(EoctlError):
+    """The command line asks for something that cannot be done as asked."""
+
+    exit_code = ExitCode.USAGE
+
+
+class SourceError(EoctlError):
+    """A configured source (topic, archive, table, store, blob prefix) could not be read."""
+
+    exit_code = ExitCode.RUNTIME
+
+
+class EngineError(EoctlError):
+    """The Spark engine could not start or lost its session."""
+
+    exit_code = ExitCode.RUNTIME

@@ -1,0 +1,54 @@
+"""Human-readable rendering of core results on a Rich console (stderr)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from eoctl.doctor import DoctorReport, Status
+from eoctl.sources.summary import InputSummary
+
+_STATUS_STYLE = {Status.OK: "[green]ok[/]", Status.FAIL: "[bold red]FAIL[/]", Status.SKIP: "[yellow]skip[/]"}
+
+
+def render_doctor(report: DoctorReport, console: Console) -> None:
+    table = Table(title="eoctl doctor", title_justify="left", show_lines=False)
+    table.add_column("component", style="bold", no_wrap=True)
+    table.add_column("check")
+    table.add_column("status", no_wrap=True)
+    table.add_column("detail / fix")
+    for r in report.results:
+        detail = r.detail if r.status is Status.OK or not r.fix else f"{r.detail}\n[dim]fix: {r.fix}[/]"
+        table.add_row(r.component, r.check, _STATUS_STYLE[r.status], detail)
+    console.print(table)
+    c = report.counts()
+    verdict = "[green]all checks passed[/]" if report.ok else f"[bold red]{c['fail']} check(s) failed[/]"
+    console.print(f"{verdict}: {c['ok']} ok, {c['fail']} failed, {c['skip']} skipped")
+
+
+def render_summary(summary: InputSummary, console: Console) -> None:
+    iso = f", {summary.isolation}" if summary.isolation else ""
+    table = Table(title=f"{summary.endpoint}: {summary.source}{iso}", title_justify="left")
+    for col in ("topic", "partition", "records", "offsets", "committed", "in flight", "with headers", "message ids"):
+        table.add_column(col, justify="left" if col == "topic" else "right")
+    for p in summary.partitions:
+        table.add_row(
+            p.topic,
+            str(p.partition),
+            str(p.records),
+            f"{p.first_offset}..{p.last_offset}",
+            "-" if p.committed_offset is None else str(p.committed_offset),
+            str(p.in_flight),
+            str(p.with_protocol_headers),
+            str(p.distinct_message_ids),
+        )
+    console.print(table)
+    console.print(f"{summary.records} records in {len(summary.partitions)} partition(s)")
+
+
+def render_mapping(data: Any, console: Console) -> None:
+    """The resolved configuration, as indented JSON (already masked by the caller)."""
+    console.print_json(json.dumps(data, default=str))

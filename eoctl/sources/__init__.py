@@ -1,0 +1,53 @@
+"""Readers that return Spark DataFrames: live Kafka topics, topic archives, tables."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from eoctl.config.model import Config, TopicInput
+from eoctl.sources.archive import archive_committed_offsets, read_archive
+from eoctl.sources.kafka import OffsetRange, committed_offsets, read_topics
+from eoctl.sources.records import with_protocol_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["OffsetRange", "input_committed_offsets", "read_input"]
+
+
+def read_input(
+    spark: SparkSession, config: Config, source: TopicInput, ranges: list[OffsetRange] | None = None
+) -> DataFrame:
+    """An endpoint's incoming records in the normalized schema, plus one column per protocol header."""
+    if source.kafka:
+        df = read_topics(spark, config.kafka[source.kafka], source.topics, isolation=source.isolation, ranges=ranges)
+    else:
+        assert source.archive is not None
+        df = read_archive(spark, source.archive, source.archive_format, source.topics)
+        if ranges:
+            df = df.where(_ranges_predicate(ranges))
+    return with_protocol_columns(df, config.protocol.headers)
+
+
+def input_committed_offsets(config: Config, source: TopicInput) -> dict[str, dict[int, int]]:
+    """Consumer progress: records below these offsets are processed, the rest are in flight."""
+    if source.kafka:
+        assert source.group is not None
+        return committed_offsets(config.kafka[source.kafka], source.group, source.topics)
+    return archive_committed_offsets(source)
+
+
+def _ranges_predicate(ranges: list[OffsetRange]):
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    def one(r: OffsetRange):
+        cond = (F.col("topic") == r.topic) & (F.col("partition") == r.partition)
+        if r.start >= 0:
+            cond &= F.col("offset") >= r.start
+        if r.end >= 0:
+            cond &= F.col("offset") < r.end
+        return cond
+
+    return reduce(lambda a, b: a | b, (one(r) for r in ranges))
