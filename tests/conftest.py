@@ -1,0 +1,80 @@
+"""Session fixtures: one SparkSession, one Kafka broker, one PostgreSQL server, started on demand.
+
+Servers start only when a test asks for them. A server that cannot start fails the test under
+CI=true and skips it loudly elsewhere (tests/helpers/servers.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.servers import unavailable
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Tests are unit tests unless marked integration; `-m unit` runs only the fast ones.
+    for item in items:
+        if item.get_closest_marker("integration") is None:
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(scope="session")
+def spark_jars() -> Path:
+    from tests.helpers.jars import spark_jars_dir
+
+    try:
+        return spark_jars_dir()
+    except Exception as exc:
+        unavailable("Spark connector jars", str(exc))
+        raise
+
+
+@pytest.fixture(scope="session")
+def engine_config(spark_jars: Path):
+    from eoctl.config.model import EngineConfig
+
+    return EngineConfig(master="local[2]", jars_dir=str(spark_jars), conf={"spark.sql.shuffle.partitions": "4"})
+
+
+@pytest.fixture(scope="session")
+def spark(engine_config):
+    """The one SparkSession of the test run, built by eoctl's own factory."""
+    from eoctl.engine import start_session
+    from eoctl.engine.session import java_version
+
+    try:
+        java_version()
+    except Exception as exc:
+        unavailable("Spark (Java)", str(exc))
+    session = start_session(engine_config)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator:
+    from tests.helpers.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker()
+    try:
+        broker.start()
+    except Exception as exc:
+        unavailable("Kafka broker", str(exc))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator:
+    from tests.helpers.postgres import PostgresServer
+
+    server = PostgresServer()
+    try:
+        server.start()
+    except Exception as exc:
+        unavailable("PostgreSQL", str(exc))
+    yield server
+    server.stop()

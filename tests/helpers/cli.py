@@ -1,0 +1,23 @@
+"""Running the real `eoctl` entry point in a subprocess, as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_eoctl(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> Result:
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "eoctl", *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
