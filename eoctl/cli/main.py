@@ -69,8 +69,6 @@ def global_options(
 
 def main(argv: list[str] | None = None) -> None:
     """Run eoctl; every known error becomes one line on stderr and a documented exit code."""
-    import click
-
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     command = typer.main.get_command(app)
@@ -83,12 +81,12 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
         print(f"eoctl: error: {exc.one_line()}", file=sys.stderr)
         sys.exit(int(exc.exit_code))
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         print("eoctl: aborted", file=sys.stderr)
         sys.exit(130)
-    except click.ClickException as exc:  # bad flags, unknown command, bad option values
+    except typer.TyperException as exc:  # bad flags, unknown command, bad option values
         print(f"eoctl: error: {exc.format_message()}", file=sys.stderr)
         sys.exit(int(ExitCode.USAGE))
     except KeyboardInterrupt:
