@@ -10,6 +10,8 @@ from typing import Any, Callable, Iterator
 from rich.console import Console
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=False)
+if not stderr.is_terminal:  # logs and CI: wide rows rather than 80-column wrapping
+    stderr.width = 160
 
 
 def emit_json(data: Any) -> None:

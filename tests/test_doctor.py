@@ -1,0 +1,166 @@
+"""`eoctl doctor`: green on the sample; red, with which and why, when a part is broken."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from eoctl.config import load_config
+from eoctl.doctor import Status, run_doctor
+from tests.helpers.cli import run_eoctl
+from tests.helpers.configs import write_config
+from tests.helpers.servers import REPO
+
+pytestmark = pytest.mark.integration
+
+SAMPLE = REPO / "samples" / "basic"
+
+
+def _rows(report) -> dict[tuple[str, str], tuple[Status, str]]:
+    return {(r.component, r.check): (r.status, r.detail) for r in report.results}
+
+
+def test_doctor_is_green_on_the_sample_configuration(spark_jars: Path) -> None:
+    result = run_eoctl("--config", str(SAMPLE / "eoctl.toml"), "--format", "json", "doctor",
+                       env={"EOCTL_JARS_DIR": str(spark_jars)})
+    assert result.code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is True and report["counts"]["fail"] == 0 and report["counts"]["skip"] == 0
+    checks = {(c["component"], c["check"]) for c in report["checks"]}
+    assert ("spark", "session starts and runs a job") in checks
+    assert ("stores.state", "table eo_tokens (endpoints.billing.tokens)") in checks
+    assert ("endpoints.billing.sinks.invoices", "readable with its columns") in checks
+
+
+@pytest.fixture()
+def sample_copy(tmp_path: Path) -> Path:
+    dest = tmp_path / "basic"
+    shutil.copytree(SAMPLE, dest)
+    return dest
+
+
+def test_missing_table_and_missing_column_are_named(spark, sample_copy: Path) -> None:
+    import duckdb
+
+    with duckdb.connect(str(sample_copy / "state.duckdb")) as db:
+        db.execute("drop table eo_intents")
+        db.execute("alter table eo_tokens drop column attempt_id")
+    report = run_doctor(load_config(sample_copy / "eoctl.toml"), lambda: spark)
+    rows = _rows(report)
+    assert not report.ok
+    status, detail = rows[("stores.state", "table eo_intents (endpoints.billing.intents)")]
+    assert status is Status.FAIL and detail == "table eo_intents does not exist in schema main"
+    status, detail = rows[("stores.state", "table eo_tokens (endpoints.billing.tokens)")]
+    assert status is Status.FAIL and detail == "table eo_tokens lacks column attempt_id"
+    assert rows[("stores.state", "table eo_outbox (endpoints.billing.outbox)")][0] is Status.OK
+
+
+def test_remapped_column_satisfies_the_check(spark, sample_copy: Path) -> None:
+    import duckdb
+
+    with duckdb.connect(str(sample_copy / "state.duckdb")) as db:
+        db.execute('alter table eo_tokens rename column attempt_id to "AttemptId"')
+    config_text = (sample_copy / "eoctl.toml").read_text().replace(
+        'store = "state"\nblobs', 'store = "state"\ntokens = { columns = { attempt_id = "AttemptId" } }\nblobs'
+    )
+    (sample_copy / "eoctl.toml").write_text(config_text)
+    report = run_doctor(load_config(sample_copy / "eoctl.toml"), lambda: spark)
+    assert report.ok, [r for r in report.results if r.status is Status.FAIL]
+
+
+def test_missing_sink_column_and_blob_prefix(spark, sample_copy: Path) -> None:
+    shutil.rmtree(sample_copy / "blobs")
+    text = (sample_copy / "eoctl.toml").read_text().replace('key_columns = ["order_id"]', 'key_columns = ["order_no"]')
+    (sample_copy / "eoctl.toml").write_text(text)
+    rows = _rows(run_doctor(load_config(sample_copy / "eoctl.toml"), lambda: spark))
+    assert rows[("endpoints.billing.sinks.invoices", "readable with its columns")] == (
+        Status.FAIL, "sink lacks column order_no")
+    status, detail = rows[("endpoints.billing.blobs", "blob prefix listable")]
+    assert status is Status.FAIL and "does not exist" in detail
+
+
+def test_live_kafka_and_postgres_then_kafka_stopped(spark, postgres, tmp_path: Path) -> None:
+    """A dedicated broker: doctor is green with it running and red, saying why, once it stops."""
+    import psycopg
+
+    from tests.helpers.kafka_broker import KafkaBroker
+    from tests.helpers.kafka_data import commit_group_offsets, produce
+
+    schema = f"doctor_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
+        conn.execute(f"create schema {schema}")
+        conn.execute(f"create table {schema}.eo_tokens (token_id text primary key, message_id text,"
+                     " destination text, attempt_id text, created_at timestamptz)")
+        conn.execute(f"create table {schema}.eo_outbox (endpoint text, incoming_message_id text,"
+                     " incoming_token_id text, attempt_id text, outgoing jsonb, tokens_committed_at timestamptz,"
+                     " created_at timestamptz, updated_at timestamptz, version bigint)")
+        conn.execute(f"create table {schema}.eo_intents (intent_id text, endpoint text, incoming_message_id text,"
+                     " attempt_id text, kind text, ref text, created_at timestamptz)")
+
+    broker = KafkaBroker()
+    broker.start()
+    try:
+        broker.create_topic("orders", partitions=2)
+        produce(broker.bootstrap, "orders", [{"value": b"v", "partition": 0}])
+        commit_group_offsets(broker.bootstrap, "billing", "orders", {0: 1})
+        path = write_config(tmp_path, f"""
+            [kafka.main]
+            bootstrap_servers = "{broker.bootstrap}"
+            timeout_seconds = 5
+
+            [stores.pg]
+            type = "postgres"
+            port = {postgres.port}
+            database = "{postgres.database}"
+            user = "{postgres.user}"
+            password = "${{EOCTL_TEST_PGPASSWORD}}"
+            schema = "{schema}"
+
+            [endpoints.billing]
+            store = "pg"
+
+            [endpoints.billing.input]
+            topics = ["orders"]
+            kafka = "main"
+            group = "billing"
+        """)
+        config = load_config(path, environ={"EOCTL_TEST_PGPASSWORD": postgres.password})
+        green = run_doctor(config, lambda: spark)
+        assert green.ok, [r for r in green.results if r.status is not Status.OK]
+        rows = _rows(green)
+        assert rows[("endpoints.billing.input", "topics present")] == (Status.OK, "orders (2 partitions)")
+        assert rows[("endpoints.billing.input", "consumer-group offsets readable")] == (
+            Status.OK, "group billing: 1 partition with committed offsets")
+        assert rows[("endpoints.billing.input", "Spark Kafka connector loads")][0] is Status.OK
+        assert rows[("stores.pg", "Spark reads it through JDBC")][0] is Status.OK
+    finally:
+        broker.stop()
+
+    red = run_doctor(config, lambda: spark)
+    rows = _rows(red)
+    assert not red.ok
+    status, detail = rows[("kafka.main", "broker reachable")]
+    assert status is Status.FAIL and broker.bootstrap in detail and "not reachable" in detail
+    assert rows[("endpoints.billing.input", "topics present")] == (
+        Status.SKIP, "Kafka connection main is not reachable")
+    assert rows[("stores.pg", "reachable")][0] is Status.OK  # one broken part never hides the others
+
+
+def test_doctor_cli_exit_code_is_1_when_a_check_fails(spark_jars: Path, sample_copy: Path) -> None:
+    (sample_copy / "state.duckdb").unlink()
+    args = ("--config", str(sample_copy / "eoctl.toml"))
+    env = {"EOCTL_JARS_DIR": str(spark_jars)}
+    result = run_eoctl(*args, "--format", "json", "doctor", env=env)
+    assert result.code == 1
+    failed = [c for c in json.loads(result.stdout)["checks"] if c["status"] == "fail"]
+    assert [(c["component"], c["detail"]) for c in failed] == [
+        ("stores.state", f"DuckDB file {sample_copy / 'state.duckdb'} does not exist")
+    ]
+    assert failed[0]["fix"] == "check the path"
+    text = run_eoctl(*args, "doctor", env=env)
+    assert text.code == 1 and text.stdout == ""
+    assert "FAIL" in text.stderr and "1 check(s) failed" in text.stderr
