@@ -6,7 +6,10 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eoctl.config.model import EngineConfig
@@ -75,14 +78,48 @@ def start_session(engine: EngineConfig, *, debug: bool = False) -> SparkSession:
         builder = builder.master(engine.master)
         for key, value in session_settings(engine, debug=debug).items():
             builder = builder.config(key, value)
+    log = None if debug or engine.remote else driver_log_path()
     try:
-        spark = builder.getOrCreate()
+        with _stderr_to(log):
+            spark = builder.getOrCreate()
     except Exception as exc:  # py4j/grpc raise many types; one line is what the user needs
         where = engine.remote or engine.master
-        raise EngineError(f"Spark session could not start on {where}: {_first_line(exc)}") from exc
+        hint = f"Spark's own output is in {log}" if log else None
+        raise EngineError(f"Spark session could not start on {where}: {_first_line(exc)}", hint=hint) from exc
     if not engine.remote:
         spark.sparkContext.setLogLevel("INFO" if debug else "ERROR")
     return spark
+
+
+def driver_log_path() -> Path:
+    """Where the driver JVM's own stderr goes unless --debug (dependency resolution, JVM notices)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "eoctl"
+    base.mkdir(parents=True, exist_ok=True)
+    log = base / "spark-driver.log"
+    if log.exists() and log.stat().st_size > 10 * 2**20:  # keep one previous generation, bounded
+        log.replace(base / "spark-driver.log.1")
+    return log
+
+
+@contextmanager
+def _stderr_to(log: Path | None) -> Iterator[None]:
+    """Point file descriptor 2 at `log` while the driver JVM starts, so the JVM inherits it.
+
+    The JVM prints Ivy's dependency resolution and JVM notices straight to its stderr, which
+    log4j settings cannot quiet; eoctl's own stderr is restored as soon as the JVM runs.
+    """
+    if log is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(log, "ab") as target:
+            os.dup2(target.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _first_line(exc: BaseException) -> str:
