@@ -117,6 +117,7 @@ def fetch_jars(engine: EngineConfig, dest: Path) -> list[Path]:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise UsageError("mvn is not on PATH", hint="install Maven, or copy a jars folder from a machine that has it")
+    dest = dest.resolve()  # Maven resolves a relative outputDirectory against the POM's folder
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="eoctl-jars-") as tmp:
         pom = Path(tmp) / "pom.xml"

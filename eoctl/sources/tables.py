@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from eoctl.config.model import Config, DuckDBStore, PostgresStore, TableSource
 from eoctl.errors import SourceError, UsageError
+from eoctl.stores.connection import describe
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,7 +62,7 @@ def _duckdb_projection(store: DuckDBStore, table: str) -> str:
             [store.schema_name, table],
         ).fetchall()
     if not cols:
-        raise SourceError(f"table {table} does not exist in {_describe(store)} (schema {store.schema_name})")
+        raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
     exprs = []
     for name, dtype in cols:
         col = quote_ident(name)
@@ -117,11 +118,11 @@ def read_store_table(
             .load()
         )
     except AnalysisException as exc:
-        raise SourceError(f"table {table} in {_describe(store)} cannot be read: {str(exc).splitlines()[0]}") from None
+        raise SourceError(f"table {table} in {describe(store)} cannot be read: {str(exc).splitlines()[0]}") from None
     except Exception as exc:  # py4j wraps JDBC's SQLException
         if type(exc).__name__ not in ("Py4JJavaError", "IllegalArgumentException", "SparkConnectGrpcException"):
             raise
-        raise SourceError(f"table {table} in {_describe(store)} cannot be read: {_java_message(exc)}") from None
+        raise SourceError(f"table {table} in {describe(store)} cannot be read: {_java_message(exc)}") from None
 
 
 def read_file_table(spark: SparkSession, fmt: str, path: str, options: dict[str, str] | None = None) -> DataFrame:
@@ -147,12 +148,6 @@ def read_table(spark: SparkSession, config: Config, source: TableSource) -> Data
         partition_column=source.partition_column,
         num_partitions=source.num_partitions,
     )
-
-
-def _describe(store: DuckDBStore | PostgresStore) -> str:
-    if isinstance(store, DuckDBStore):
-        return f"DuckDB file {store.path}"
-    return f"PostgreSQL {store.host}:{store.port}/{store.database}"
 
 
 def _java_message(exc: Exception) -> str:

@@ -61,15 +61,19 @@ def _scan(live_config: Path, spark_jars: Path, *engine_flags: str) -> dict:
     return json.loads(result.stdout)
 
 
+def _started(server, what: str):
+    try:
+        server.start()
+    except Exception as exc:
+        server.stop()
+        unavailable(what, str(exc))
+    return server
+
+
 def test_same_read_on_a_standalone_cluster(live_config: Path, spark_jars: Path, local_summary: dict) -> None:
     from tests.helpers.spark_cluster import StandaloneCluster
 
-    cluster = StandaloneCluster()
-    try:
-        cluster.start()
-    except Exception as exc:
-        cluster.stop()
-        unavailable("Spark standalone cluster", str(exc))
+    cluster = _started(StandaloneCluster(), "Spark standalone cluster")
     try:
         assert _scan(live_config, spark_jars, "--master", cluster.master_url) == local_summary
         # the work really ran on the cluster's executor, not in a local driver
@@ -81,12 +85,7 @@ def test_same_read_on_a_standalone_cluster(live_config: Path, spark_jars: Path, 
 def test_same_read_through_spark_connect(live_config: Path, spark_jars: Path, local_summary: dict) -> None:
     from tests.helpers.spark_cluster import ConnectServer
 
-    server = ConnectServer(spark_jars)
-    try:
-        server.start()
-    except Exception as exc:
-        server.stop()
-        unavailable("Spark Connect server", str(exc))
+    server = _started(ConnectServer(spark_jars), "Spark Connect server")
     try:
         assert _scan(live_config, spark_jars, "--remote", server.url) == local_summary
     finally:

@@ -44,3 +44,21 @@ def test_pom_lists_every_coordinate_and_excludes_what_spark_ships() -> None:
     for coord in runtime_coordinates(EngineConfig()):
         assert f"<artifactId>{coord.artifact}</artifactId><version>{coord.version}</version>" in xml
     assert "<groupId>org.apache.hadoop</groupId><artifactId>*</artifactId>" in xml
+
+
+@pytest.mark.integration
+def test_jars_fetch_into_a_relative_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`eoctl jars fetch DIR` with Maven: the connector, its token provider and the JDBC drivers."""
+    from tests.helpers.cli import run_eoctl
+
+    monkeypatch.chdir(tmp_path)
+    result = run_eoctl("--format", "json", "jars", "fetch", "jars")
+    assert result.code == 0, result.stderr
+    names = {p.name for p in (tmp_path / "jars").glob("*.jar")}
+    import pyspark
+
+    for expected in (f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar",
+                     f"spark-token-provider-kafka-0-10_2.13-{pyspark.__version__}.jar",
+                     "postgresql-42.7.14.jar", "duckdb_jdbc-2.0.0.1.jar"):
+        assert expected in names
+    assert not any(n.startswith(("hadoop-", "scala-library", "slf4j")) for n in names)  # Spark ships those

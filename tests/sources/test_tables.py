@@ -47,7 +47,7 @@ def test_postgres_partitioned_read(spark, pg_store) -> None:
 
 def test_postgres_unpartitioned_and_missing_table(spark, pg_store) -> None:
     assert read_store_table(spark, pg_store, "eo_tokens").count() == 2000
-    with pytest.raises(SourceError, match="table no_such_table in PostgreSQL 127.0.0.1:"):
+    with pytest.raises(SourceError, match="table no_such_table in PostgreSQL eoctl@127.0.0.1:"):
         read_store_table(spark, pg_store, "no_such_table").schema
 
 
