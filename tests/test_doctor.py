@@ -36,6 +36,14 @@ def test_doctor_is_green_on_the_sample_configuration(spark_jars: Path) -> None:
     assert ("endpoints.billing.sinks.invoices", "readable with its columns") in checks
 
 
+def test_readme_first_command_resolves_the_jars_from_maven_central() -> None:
+    """No jars folder: Spark resolves the connector and drivers of the installed pyspark itself."""
+    result = run_eoctl("--config", str(SAMPLE / "eoctl.toml"), "doctor", unset=("EOCTL_JARS_DIR",))
+    assert result.code == 0, result.stderr[-2000:]
+    assert "all checks passed: 11 ok, 0 failed, 0 skipped" in result.stderr
+    assert ":: resolving dependencies" not in result.stderr  # Ivy's chatter went to the driver log
+
+
 @pytest.fixture()
 def sample_copy(tmp_path: Path) -> Path:
     dest = tmp_path / "basic"

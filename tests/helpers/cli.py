@@ -15,8 +15,9 @@ class Result:
     stderr: str
 
 
-def run_eoctl(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> Result:
-    full_env = {**os.environ, **(env or {})}
+def run_eoctl(*args: str, env: dict[str, str] | None = None, unset: tuple[str, ...] = (),
+              timeout: float = 600) -> Result:
+    full_env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset}
     proc = subprocess.run(
         [sys.executable, "-m", "eoctl", *args], capture_output=True, text=True, env=full_env, timeout=timeout
     )
