@@ -24,16 +24,21 @@ def _rows(report) -> dict[tuple[str, str], tuple[Status, str]]:
     return {(r.component, r.check): (r.status, r.detail) for r in report.results}
 
 
-def test_doctor_is_green_on_the_sample_configuration(spark_jars: Path) -> None:
-    result = run_eoctl("--config", str(SAMPLE / "eoctl.toml"), "--format", "json", "doctor",
+@pytest.mark.parametrize("sample", ["basic", "chaos"])
+def test_doctor_is_green_on_the_sample_configurations(spark_jars: Path, sample: str) -> None:
+    result = run_eoctl("--config", str(REPO / "samples" / sample / "eoctl.toml"), "--format", "json", "doctor",
                        env={"EOCTL_JARS_DIR": str(spark_jars)})
     assert result.code == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] is True and report["counts"]["fail"] == 0 and report["counts"]["skip"] == 0
     checks = {(c["component"], c["check"]) for c in report["checks"]}
     assert ("spark", "session starts and runs a job") in checks
-    assert ("stores.state", "table eo_tokens (endpoints.billing.tokens)") in checks
-    assert ("endpoints.billing.sinks.invoices", "readable with its columns") in checks
+    if sample == "basic":
+        assert ("stores.state", "table eo_tokens (endpoints.billing.tokens)") in checks
+        assert ("endpoints.billing.sinks.invoices", "readable with its columns") in checks
+    else:
+        assert ("stores.shipping", "table eo_outbox (endpoints.shipping.outbox)") in checks
+        assert ("endpoints.shipping.sinks.shipments", "readable with its columns") in checks
 
 
 def test_readme_first_command_resolves_the_jars_from_maven_central() -> None:
