@@ -18,6 +18,7 @@ from samples.reference.spec import RunSpec
 from samples.reference.store import Store
 
 MAX_RESTARTS = 100
+REPO = Path(__file__).resolve().parents[2]  # `samples` is imported from the repository root
 
 
 def default_plan() -> dict[int, Fault]:
@@ -75,7 +76,7 @@ def run(spec: RunSpec) -> tuple[Ledger, int]:
     kills = 0
     while True:
         proc = subprocess.run([sys.executable, "-m", "samples.reference.worker", str(out / "run.json")],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, cwd=REPO)
         if proc.returncode == 0:
             return Ledger.open(spec.ledger_path), kills
         if proc.returncode != -9:
