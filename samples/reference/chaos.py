@@ -2,7 +2,7 @@
 them until everything is processed, and leave the ledger of what went wrong.
 
     python -m samples.reference.chaos --bootstrap 127.0.0.1:9092 --out /tmp/run [--store duckdb|postgres]
-        [--postgres CONNINFO] [--orders 40] [--no-faults] [--prefix run1-]
+        [--postgres CONNINFO] [--orders 40] [--no-faults | --only ghost,stuck] [--prefix run1-]
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from samples.reference.endpoint import Dispatcher, Shop
-from samples.reference.faults import STEPS, Fault, Injector, Ledger
+from samples.reference.faults import FAULT_KINDS, STEPS, Fault, Injector, Ledger
 from samples.reference.spec import RunSpec
 from samples.reference.store import Store
 
@@ -21,8 +21,9 @@ MAX_RESTARTS = 100
 REPO = Path(__file__).resolve().parents[2]  # `samples` is imported from the repository root
 
 
-def default_plan() -> dict[int, Fault]:
-    """One order per fault: every crash step of billing and shipping and every other fault kind."""
+def default_plan(kinds: set[str] | None = None) -> dict[int, Fault]:
+    """One order per fault: every crash step of billing and shipping and every other fault kind
+    (only the fault kinds in `kinds`, when given)."""
     faults = [Fault("crash", "billing", step) for step in STEPS]
     faults += [Fault("crash", "shipping", step) for step in STEPS if step not in ("tokens_created", "tokens_committed")]
     faults += [
@@ -37,6 +38,11 @@ def default_plan() -> dict[int, Fault]:
         Fault("stuck", "billing", "tokens_committed"),
         Fault("double_apply", "shipping"),
     ]
+    if kinds is not None:
+        unknown = kinds - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds: {', '.join(sorted(unknown))} (known: {', '.join(FAULT_KINDS)})")
+        faults = [f for f in faults if f.kind in kinds]
     # Faulty orders are spread among clean ones: every third order is clean.
     plan, order = {}, 0
     for fault in faults:
@@ -95,12 +101,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--orders", type=int, default=40)
     ap.add_argument("--prefix", default="")
     ap.add_argument("--no-faults", action="store_true")
+    ap.add_argument("--only", help=f"comma-separated fault kinds to inject: {', '.join(FAULT_KINDS)}")
     args = ap.parse_args(argv)
     target = str(args.out / "state.duckdb") if args.store == "duckdb" else args.postgres
     if not target:
         ap.error("--store postgres needs --postgres CONNINFO")
-    spec = RunSpec(args.store, target, args.bootstrap, str(args.out), args.prefix, args.orders,
-                   {} if args.no_faults else default_plan())
+    try:
+        plan = {} if args.no_faults else default_plan(set(args.only.split(",")) if args.only else None)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if plan and max(plan) >= args.orders:
+        ap.error(f"the plan needs at least {max(plan) + 1} orders")
+    spec = RunSpec(args.store, target, args.bootstrap, str(args.out), args.prefix, args.orders, plan)
     ledger, kills = run(spec)
     print(f"{spec.orders} orders, {len(ledger.entries)} faults recorded, worker killed {kills} times; "
           f"ledger: {spec.ledger_path}", file=sys.stderr)

@@ -37,3 +37,13 @@ def test_state_matches_the_ledger() -> None:
     assert {o for o, n in shipments.items() if n == 2} == twice
     assert all(shipments[e["order"]] == 0 for e in ledger if e["fault"] == "stuck")
     assert archived == 42
+
+
+def test_fault_kinds_are_switchable() -> None:
+    import pytest
+
+    only = default_plan({"ghost", "stuck"})
+    assert sorted(f.kind for f in only.values()) == ["ghost", "stuck", "stuck"]
+    assert len(default_plan()) == 26
+    with pytest.raises(ValueError, match="unknown fault kinds: nope"):
+        default_plan({"nope"})
