@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 class OutputFormat(str, Enum):
     text = "text"
     json = "json"
+    markdown = "markdown"  # audit reports; other commands print text
 
 
 @dataclass

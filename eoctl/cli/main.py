@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl import __version__
-from eoctl.cli import config_cmd, doctor_cmd, jars_cmd, sources_cmd
+from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, jars_cmd, sources_cmd
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.errors import EoctlError, ExitCode
 
@@ -27,9 +27,10 @@ app = typer.Typer(
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sources_cmd.app, name="sources")
 app.add_typer(jars_cmd.app, name="jars")
-app.command(
-    "doctor", epilog="Example: eoctl --config samples/basic/eoctl.toml doctor"
-)(doctor_cmd.doctor)
+app.command("audit", epilog="Example: eoctl --config samples/chaos/eoctl.toml audit --grace 0s --fail-on critical")(
+    audit_cmd.audit
+)
+app.command("doctor", epilog="Example: eoctl --config samples/basic/eoctl.toml doctor")(doctor_cmd.doctor)
 
 
 def _version(value: bool) -> None:
@@ -46,7 +47,7 @@ def global_options(
         typer.Option("--config", "-c", help="configuration file (env EOCTL_CONFIG; default ./eoctl.toml)", show_default=False),
     ] = None,
     output: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="text for people (stderr), json for scripts (stdout)")
+        OutputFormat, typer.Option("--format", "-f", help="text for people (stderr), json for scripts (stdout), markdown (audit, stdout)")
     ] = OutputFormat.text,
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks and Spark's own logs")] = False,
     master: Annotated[

@@ -53,6 +53,10 @@ def session_settings(engine: EngineConfig, *, debug: bool = False) -> dict[str, 
         java_opts += f" -Dlog4j2.configurationFile={quiet}"
     settings["spark.driver.extraJavaOptions"] = java_opts
     settings["spark.executor.extraJavaOptions"] = java_opts
+    if engine.master.startswith("local"):
+        # Spark's default of 200 shuffle partitions is for clusters; on one machine it only adds
+        # per-task overhead to every job (engine.conf can still set it).
+        settings["spark.sql.shuffle.partitions"] = "16"
     settings.update(spark_jar_settings(engine))
     settings.update(engine.conf)
     return settings

@@ -1,0 +1,217 @@
+"""What every check reads, prepared once: one scan of each source, shared by all checks.
+
+Records of every endpoint's input are read once, given protocol columns and a `processed` flag
+(offset below the consumer's committed offset), and persisted; store tables and pending outbox
+entries are read lazily, once each. Nothing here collects records to the driver.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eoctl.config.model import Config, EndpointConfig
+from eoctl.sources import OffsetRange, input_committed_offsets, read_input
+from eoctl.sources.tables import read_store_table, store_named
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+BLOB_REFS = "array<struct<uri: string, sha256: string>>"
+OUTGOING = "array<struct<message_id: string, token_id: string, topic: string, key: string, headers: map<string, string>>>"
+
+
+@dataclass
+class AuditOptions:
+    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc))
+    grace: dt.timedelta = dt.timedelta(hours=24)
+    stuck_after: dt.timedelta = dt.timedelta(minutes=15)
+    transaction_timeout: dt.timedelta = dt.timedelta(minutes=15)
+    endpoints: list[str] | None = None
+    ranges: list[OffsetRange] | None = None
+    since: dt.datetime | None = None  # only records at or after this time
+    until: dt.datetime | None = None  # only records before this time
+    evidence_rows: int = 1000  # inline evidence rows per finding; the rest go to Parquet
+    evidence_dir: Path | None = None
+
+
+class AuditContext:
+    def __init__(self, spark: SparkSession, config: Config, options: AuditOptions) -> None:
+        self.spark = spark
+        self.config = config
+        self.options = options
+        self._persisted: list[DataFrame] = []
+        self._shared: dict[tuple, DataFrame] = {}
+
+    # --------------------------------------------------------------------------- endpoints
+
+    @property
+    def endpoints(self) -> dict[str, EndpointConfig]:
+        names = self.options.endpoints or list(self.config.endpoints)
+        return {n: self.config.endpoint(n) for n in names}
+
+    def ts(self, delta: dt.timedelta):
+        """A timestamp literal `delta` before now (UTC, as the session is)."""
+        from pyspark.sql import functions as F
+
+        return F.lit((self.options.now - delta).astimezone(dt.timezone.utc).replace(tzinfo=None))
+
+    def persist(self, df: DataFrame) -> DataFrame:
+        from pyspark import StorageLevel
+
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(df)
+        return df
+
+    def release(self) -> None:
+        for df in self._persisted:
+            df.unpersist()
+
+    # ----------------------------------------------------------------------------- records
+
+    @cached_property
+    def committed(self) -> dict[str, dict[str, dict[int, int]]]:
+        """endpoint -> topic -> partition -> committed offset."""
+        return {n: input_committed_offsets(self.config, ep.input) for n, ep in self.endpoints.items() if ep.input}
+
+    @cached_property
+    def records(self) -> DataFrame:
+        """All input records of the audited endpoints, with protocol columns, `processed` and
+        `problem` (why a record's protocol headers are unusable, else null)."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        frames = []
+        for name, ep in self.endpoints.items():
+            if ep.input is None:
+                continue
+            df = read_input(self.spark, self.config, ep.input, self.options.ranges)
+            if self.options.since is not None:
+                df = df.where(F.col("timestamp") >= F.lit(self.options.since.replace(tzinfo=None)))
+            if self.options.until is not None:
+                df = df.where(F.col("timestamp") < F.lit(self.options.until.replace(tzinfo=None)))
+            rows = [(t, p, o) for t, parts in self.committed[name].items() for p, o in parts.items()]
+            commits = self.spark.createDataFrame(rows, "c_topic string, c_partition int, committed long")
+            df = df.join(F.broadcast(commits), (df.topic == commits.c_topic) & (df.partition == commits.c_partition),
+                         "left").drop("c_topic", "c_partition")
+            frames.append(df.withColumn("endpoint", F.lit(name)))
+        if not frames:
+            return self.spark.createDataFrame([], _EMPTY_RECORDS)
+        df = reduce(lambda a, b: a.unionByName(b), frames)
+        df = df.withColumn("processed", F.coalesce(F.col("offset") < F.col("committed"), F.lit(False)))
+        df = df.withColumn("seq", F.col("sequence").try_cast("long"))
+        df = df.withColumn("blob_refs", F.from_json("blobs", BLOB_REFS))
+        valid = lambda c: F.coalesce(F.is_valid_utf8(F.col(c)), F.lit(True))  # noqa: E731
+        df = df.withColumn(
+            "problem",
+            F.when(F.col("message_id").isNull() | F.col("token_id").isNull(),
+                   F.lit("missing eo-message-id or eo-token-id header"))
+            .when(~(valid("message_id") & valid("token_id") & valid("producer") & valid("sequence")
+                    & valid("causation_id") & valid("attempt_id") & valid("blobs")),
+                  F.lit("protocol header is not UTF-8"))
+            .when(F.col("sequence").isNotNull() & F.col("seq").isNull(), F.lit("eo-sequence is not an integer"))
+            .when(F.col("blobs").isNotNull() & F.col("blob_refs").isNull(), F.lit("eo-blobs is not a JSON list of {uri, sha256}")),
+        )
+        return self.persist(df.drop("key", "value", "headers"))
+
+    @cached_property
+    def valid_records(self) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        return self.records.where(F.col("problem").isNull())
+
+    # ------------------------------------------------------------------------------ stores
+
+    def table(self, endpoint: str, key: str) -> DataFrame | None:
+        """An endpoint's tokens/outbox/intents table with canonical column names, or None."""
+        return self._tables.get((endpoint, key))
+
+    @cached_property
+    def _tables(self) -> dict[tuple[str, str], DataFrame]:
+        from pyspark.sql import functions as F
+
+        out: dict[tuple[str, str], DataFrame] = {}
+        for name, ep in self.endpoints.items():
+            for key in ("tokens", "outbox", "intents"):
+                spec = getattr(ep, key)
+                store = ep.store_of(spec)
+                if store is None:
+                    continue
+                df = read_store_table(self.spark, store_named(self.config, store), spec.table)
+                mapping: dict[str, Any] = spec.columns.model_dump()
+                df = df.select([F.col(f"`{actual}`").alias(canonical) for canonical, actual in mapping.items()])
+                out[(name, key)] = self.persist(df)
+        return out
+
+    @cached_property
+    def pending_outgoing(self) -> DataFrame:
+        """Every outgoing message of every pending outbox entry: what will still be sent.
+
+        Columns: sender, incoming_message_id, entry_attempt_id, message_id, token_id, topic,
+        producer, seq, blob_refs.
+        """
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        frames = []
+        for name in self.endpoints:
+            outbox = self.table(name, "outbox")
+            if outbox is None:
+                continue
+            m = outbox.select(
+                F.lit(name).alias("sender"), "incoming_message_id", F.col("attempt_id").alias("entry_attempt_id"),
+                F.explode_outer(F.from_json(F.col("outgoing").cast("string"), OUTGOING)).alias("m"),
+            ).where(F.col("m").isNotNull())
+            frames.append(m.select(
+                "sender", "incoming_message_id", "entry_attempt_id", "m.message_id", "m.token_id", "m.topic",
+                F.col("m.headers")[self.config.protocol.headers.producer].alias("producer"),
+                F.col("m.headers")[self.config.protocol.headers.sequence].try_cast("long").alias("seq"),
+                F.from_json(F.col("m.headers")[self.config.protocol.headers.blobs], BLOB_REFS).alias("blob_refs"),
+            ))
+        if not frames:
+            return self.spark.createDataFrame([], _EMPTY_OUTGOING)
+        return self.persist(reduce(lambda a, b: a.unionByName(b), frames))
+
+    @cached_property
+    def intents(self) -> DataFrame | None:
+        """Every audited endpoint's intents: a sender registers tokens it creates in other stores."""
+        from functools import reduce
+
+        frames = [df for (_, key), df in self._tables.items() if key == "intents"]
+        return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
+
+    def cached(self, key: tuple, build) -> DataFrame:
+        """A frame several checks share (a blob listing, a sink), built and persisted once."""
+        if key not in self._shared:
+            self._shared[key] = self.persist(build())
+        return self._shared[key]
+
+    @cached_property
+    def referenced_tokens(self) -> DataFrame:
+        """Token ids that pending entries hold: their incoming token and their outgoing tokens."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        frames = [self.pending_outgoing.select("token_id")]
+        for name in self.endpoints:
+            outbox = self.table(name, "outbox")
+            if outbox is not None:
+                frames.append(outbox.select(F.col("incoming_token_id").alias("token_id")))
+        return reduce(lambda a, b: a.unionByName(b), frames).where(F.col("token_id").isNotNull()).distinct()
+
+
+_EMPTY_RECORDS = (
+    "topic string, partition int, offset long, timestamp timestamp, message_id string, token_id string, "
+    "producer string, sequence string, causation_id string, attempt_id string, blobs string, committed long, "
+    f"endpoint string, processed boolean, seq long, blob_refs {BLOB_REFS}, problem string"
+)
+_EMPTY_OUTGOING = (
+    f"sender string, incoming_message_id string, entry_attempt_id string, message_id string, token_id string, "
+    f"topic string, producer string, seq long, blob_refs {BLOB_REFS}"
+)

@@ -1,0 +1,101 @@
+"""`eoctl audit`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from eoctl.cli.context import AppContext, OutputFormat
+from eoctl.cli.output import progress, stderr
+from eoctl.errors import ExitCode, UsageError
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def parse_duration(text: str, flag: str) -> dt.timedelta:
+    m = _DURATION.match(text.strip().lower())
+    if not m:
+        raise UsageError(f"{flag} {text!r}: expected a duration like 90s, 15m, 24h or 7d")
+    return dt.timedelta(seconds=float(m.group(1)) * _UNIT[m.group(2)])
+
+
+def parse_time(text: str, flag: str) -> dt.datetime:
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected an ISO time like 2026-11-01T12:00:00Z") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+def audit(
+    ctx: typer.Context,
+    select: Annotated[Optional[list[str]], typer.Option("--select", help="codes or prefixes to run (EO102, EO2); repeatable")] = None,
+    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="codes or prefixes to skip; repeatable")] = None,
+    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", help="audit only these endpoints; repeatable")] = None,
+    grace: Annotated[str, typer.Option(help="orphan tokens and blobs younger than this are not findings")] = "24h",
+    stuck_after: Annotated[str, typer.Option("--stuck-after", help="outbox entries pending longer are stuck")] = "15m",
+    transaction_timeout: Annotated[str, typer.Option("--transaction-timeout", help="open Kafka transactions older than this hang")] = "15m",
+    ranges: Annotated[Optional[list[str]], typer.Option("--range", help="only TOPIC:PARTITION[:START[:END]]; repeatable")] = None,
+    since: Annotated[Optional[str], typer.Option(help="only records at or after this ISO time")] = None,
+    until: Annotated[Optional[str], typer.Option(help="only records before this ISO time")] = None,
+    fail_on: Annotated[str, typer.Option("--fail-on", help="exit 1 when a finding is at least: info, warning, error, critical")] = "error",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the report to FILE (large evidence as Parquet beside it)")] = None,
+    evidence_rows: Annotated[int, typer.Option("--evidence-rows", min=1, help="evidence rows kept in the report per finding")] = 1000,
+) -> int:
+    """Scan the configured topics, stores, blob prefixes and sinks (read-only) and report every
+    finding of the catalog with its evidence; exit 1 when one is at or above --fail-on."""
+    from eoctl.audit import run_audit, select_codes
+    from eoctl.checks.context import AuditOptions
+    from eoctl.cli.sources_cmd import parse_range
+    from eoctl.report.findings import Severity
+    from eoctl.report.render import render_json, render_markdown, render_text
+
+    app: AppContext = ctx.obj
+    threshold = Severity.parse(fail_on)
+    codes = select_codes(select, ignore)
+    config = app.config()
+    for name in endpoint or []:
+        config.endpoint(name)  # unknown endpoint: usage error before Spark starts
+    evidence_dir = None
+    if output is not None:
+        evidence_dir = output.resolve().parent / f"{output.stem}-evidence"
+    options = AuditOptions(
+        grace=parse_duration(grace, "--grace"), stuck_after=parse_duration(stuck_after, "--stuck-after"),
+        transaction_timeout=parse_duration(transaction_timeout, "--transaction-timeout"),
+        endpoints=endpoint or None, ranges=[parse_range(r) for r in ranges or []] or None,
+        since=parse_time(since, "--since") if since else None, until=parse_time(until, "--until") if until else None,
+        evidence_rows=evidence_rows, evidence_dir=evidence_dir,
+    )
+    with progress(app.output is OutputFormat.text) as step:
+        step("starting Spark")
+        spark = app.spark()
+        report = run_audit(spark, config, options, codes, step)
+
+    if app.output is OutputFormat.json:
+        text = render_json(report)
+    elif app.output is OutputFormat.markdown:
+        text = render_markdown(report)
+    else:
+        text = None
+    if output is not None:
+        if text is None:
+            from rich.console import Console
+
+            with open(output, "w", encoding="utf-8") as fh:
+                render_text(report, Console(file=fh, width=160, highlight=False))
+        else:
+            tmp = output.with_suffix(output.suffix + ".partial")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(output)  # never a half-written report
+        stderr.print(f"report written to {output}")
+    elif text is not None:
+        typer.echo(text, nl=False)
+    else:
+        render_text(report, stderr)
+    worst = report.worst()
+    return int(ExitCode.FINDINGS if worst is not None and worst >= threshold else ExitCode.OK)

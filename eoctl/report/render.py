@@ -1,0 +1,79 @@
+"""Audit reports as text (Rich, for terminals), Markdown (for incident tickets) and JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from eoctl.report.findings import AuditReport, Finding
+
+_STYLE = {"info": "dim", "warning": "yellow", "error": "red", "critical": "bold red"}
+TOP_EVIDENCE = 5
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def render_text(report: AuditReport, console: Console) -> None:
+    scanned = ", ".join(f"{v} {k}" for k, v in report.scanned.items())
+    console.print(f"[bold]eoctl audit[/] run {report.run.get('id')}: {scanned}; endpoints "
+                  f"{', '.join(report.run.get('endpoints', []))}")
+    if not report.findings:
+        console.print("[green]no findings[/]")
+        return
+    summary = Table(title="findings by code", title_justify="left")
+    for col in ("code", "severity", "count", "finding"):
+        summary.add_column(col, justify="right" if col == "count" else "left")
+    for code, row in report.summary().items():
+        summary.add_row(code, f"[{_STYLE[row['severity']]}]{row['severity']}[/]", str(row["count"]), row["title"])
+    console.print(summary)
+    for f in sorted(report.findings, key=lambda f: (-f.severity, f.code, f.endpoint)):
+        _render_finding(f, console)
+
+
+def _render_finding(f: Finding, console: Console) -> None:
+    sev = f.severity.label
+    console.print(f"\n[{_STYLE[sev]}]{f.code} {sev}[/] {f.info.title}: [bold]{f.count}[/] in {f.endpoint} ({f.where})")
+    if not f.evidence:
+        return
+    table = Table(show_header=True, box=None, pad_edge=False)
+    cols = list(f.evidence[0])
+    for c in cols:
+        table.add_column(c, overflow="fold")
+    for row in f.evidence[:TOP_EVIDENCE]:
+        table.add_row(*[_cell(row.get(c)) for c in cols])
+    console.print(table)
+    rest = f.count - min(len(f.evidence), TOP_EVIDENCE)
+    if rest > 0:
+        where = f"; all rows in {f.evidence_file}" if f.evidence_file else "; --format json has them"
+        console.print(f"[dim]... and {rest} more{where}[/]")
+
+
+def render_markdown(report: AuditReport) -> str:
+    lines = [f"## eoctl audit {report.run.get('id')}", "",
+             f"Run at {report.run.get('started_at')} over {', '.join(report.run.get('endpoints', []))}; "
+             + ", ".join(f"{v} {k}" for k, v in report.scanned.items()) + " scanned.", ""]
+    if not report.findings:
+        return "\n".join(lines + ["No findings.", ""])
+    lines += ["| code | severity | count | finding |", "|---|---|---:|---|"]
+    lines += [f"| {c} | {r['severity']} | {r['count']} | {r['title']} |" for c, r in report.summary().items()]
+    for f in sorted(report.findings, key=lambda f: (-f.severity, f.code, f.endpoint)):
+        lines += ["", f"### {f.code} ({f.severity.label}): {f.count} in {f.endpoint} ({f.where})", "", f.info.title, ""]
+        if f.evidence:
+            cols = list(f.evidence[0])
+            lines.append("| " + " | ".join(cols) + " |")
+            lines.append("|" + "---|" * len(cols))
+            for row in f.evidence[:TOP_EVIDENCE]:
+                lines.append("| " + " | ".join(_cell(row.get(c)).replace("|", "\\|") for c in cols) + " |")
+            if f.count > TOP_EVIDENCE:
+                lines.append(f"\n{f.count - TOP_EVIDENCE} more rows" + (f" in `{f.evidence_file}`" if f.evidence_file else "") + ".")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(report: AuditReport) -> str:
+    return json.dumps(report.to_dict(), indent=2, default=str) + "\n"
