@@ -124,7 +124,7 @@ class Endpoint:
         attempt = new_id()
         order = int(msg.body["order_id"])
         at = lambda step, **ctx: self.faults.at(step, order=order, endpoint=self.name, attempt_id=attempt,  # noqa: E731
-                                                message_id=msg.message_id, **ctx)
+                                                message_id=msg.message_id, sends=bool(self.destinations), **ctx)
 
         # 1. token check: absent token = already processed = duplicate
         if not self.store.has_token(self.name, msg.token_id):

@@ -103,14 +103,15 @@ class Injector:
         fault = self.fault_for(order, endpoint)
         return fault is not None and fault.kind == kind and self.ledger.fired(order, kind)
 
-    def at(self, step: str, *, order: int, endpoint: str, **context: Any) -> None:
-        """Called after each step; kills this process when a crash is planned right here."""
+    def at(self, step: str, *, order: int, endpoint: str, sends: bool = True, **context: Any) -> None:
+        """Called after each step; kills this process when a crash is planned right here.
+        `sends`: the endpoint has outgoing messages (a re-dispatch leaves copies only then)."""
         fault = self.fault_for(order, endpoint)
         if fault is None or fault.step != step or fault.kind not in ("crash", "crash_no_cleanup"):
             return
         if self.ledger.fired(order, fault.kind):
             return
-        expect = list(CRASH_LEAVES.get(step, []))
+        expect = [c for c in CRASH_LEAVES.get(step, []) if sends or c != "EO101"]
         if fault.kind == "crash_no_cleanup":
             expect += {"prepared": ["EO401"], "tokens_created": ["EO201"]}.get(step, [])
         self.record(fault.kind, order=order, endpoint=endpoint, step=step, expect=expect, **context)

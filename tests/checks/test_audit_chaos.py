@@ -1,0 +1,140 @@
+"""The audit on the chaos pipeline: every anomaly of the ledger under its code, and nothing else,
+on the recorded topic archive (DuckDB) and on live Kafka (DuckDB and PostgreSQL)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from eoctl.audit import run_audit, select_codes
+from eoctl.checks.context import AuditOptions
+from eoctl.config import load_config
+from samples.reference.chaos import default_plan, run
+from samples.reference.spec import RunSpec
+from tests.helpers import ledger_oracle
+from tests.helpers.configs import write_config
+from tests.helpers.pipeline_state import topic_records
+from tests.helpers.servers import REPO
+
+pytestmark = pytest.mark.integration
+
+CHAOS = REPO / "samples" / "chaos"
+
+
+def settled() -> AuditOptions:
+    """No grace, no stuck threshold: everything left is old enough to count (now = audit time)."""
+    return AuditOptions(grace=dt.timedelta(0), stuck_after=dt.timedelta(0))
+
+
+def _ledger(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _tables(query) -> dict[str, list[tuple]]:
+    return {
+        "tokens": [r for ep in ("billing", "shipping") for r in query(f"select token_id, message_id from {ep}.eo_tokens")],
+        "intents": [r for ep in ("shop", "billing", "shipping") for r in query(f"select ref, incoming_message_id from {ep}.eo_intents")],
+    }
+
+
+def test_audit_of_the_recorded_archive_matches_the_ledger(spark) -> None:
+    config = load_config(CHAOS / "eoctl.toml")
+    report = run_audit(spark, config, settled(), select_codes(None, None))
+    with duckdb.connect() as db:
+        db.execute(f"attach '{CHAOS / 'state.duckdb'}' as st (read_only)")
+        db.execute("use st")
+        rows = db.execute(f"""
+            select list_filter(headers, lambda h: h.key = 'eo-message-id')[1].value.decode(),
+                   list_filter(headers, lambda h: h.key = 'eo-token-id')[1].value.decode(), value.decode(),
+                   list_filter(headers, lambda h: h.key = 'eo-blobs')[1].value.decode()
+            from read_parquet('{CHAOS}/topics/*/*.parquet')""").fetchall()
+        index = ledger_oracle.build_index([(m, t, json.loads(v), b) for m, t, v, b in rows],
+                                          _tables(lambda sql: db.execute(sql).fetchall()))
+    assert ledger_oracle.found(report, index) == ledger_oracle.expected(_ledger(CHAOS / "ledger.jsonl"))
+    assert report.scanned["records"] == 83
+
+
+LIVE_CONFIG = """
+[kafka.main]
+bootstrap_servers = "{bootstrap}"
+
+{stores}
+
+[endpoints.shop]
+store = "shop"
+
+[endpoints.billing]
+store = "billing"
+blobs = "{out}/blobs/billing"
+
+[endpoints.billing.input]
+topics = ["{prefix}orders"]
+kafka = "main"
+group = "{prefix}billing"
+
+[endpoints.shipping]
+store = "shipping"
+
+[endpoints.shipping.input]
+topics = ["{prefix}invoices"]
+kafka = "main"
+group = "{prefix}shipping"
+
+[[endpoints.shipping.sinks]]
+name = "shipments"
+store = "shipping"
+table = "shipments"
+message_id_column = "source_message_id"
+key_columns = ["order_id"]
+value_columns = ["invoice_id", "source_message_id"]
+"""
+
+
+def _stores(kind: str, target: str, postgres) -> str:
+    out = []
+    for schema in ("shop", "billing", "shipping"):
+        if kind == "duckdb":
+            out.append(f'[stores.{schema}]\ntype = "duckdb"\npath = "{target}"\nschema = "{schema}"\n')
+        else:
+            dbname = dict(kv.split("=", 1) for kv in target.split())["dbname"]
+            out.append(f'[stores.{schema}]\ntype = "postgres"\nport = {postgres.port}\ndatabase = "{dbname}"\n'
+                       f'user = "{postgres.user}"\npassword = "${{EOCTL_TEST_PGPASSWORD}}"\nschema = "{schema}"\n')
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("kind", ["duckdb", "postgres"])
+def test_audit_of_live_kafka_matches_the_ledger(spark, kafka, request, tmp_path: Path, kind: str) -> None:
+    from samples.reference.store import Store
+
+    postgres = request.getfixturevalue("postgres") if kind == "postgres" else None
+    if postgres is not None:
+        import psycopg
+
+        name = f"audit_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
+            conn.execute(f"create database {name}")
+        target = postgres.conninfo(dbname=name)
+    else:
+        target = str(tmp_path / "state.duckdb")
+    prefix = f"audit-{kind}-{uuid.uuid4().hex[:6]}-"
+    spec = RunSpec(kind, target, kafka.bootstrap, str(tmp_path), prefix, 40, default_plan())
+    ledger, _ = run(spec)
+
+    path = write_config(tmp_path, LIVE_CONFIG.format(bootstrap=kafka.bootstrap, out=tmp_path, prefix=prefix,
+                                                     stores=_stores(kind, target, postgres)))
+    config = load_config(path, environ={"EOCTL_TEST_PGPASSWORD": postgres.password if postgres else ""})
+    report = run_audit(spark, config, settled(), select_codes(None, None))
+
+    records = [(r.message_id, r.token_id, r.body, r.headers.get("eo-blobs"))
+               for t in spec.topics.values() for r in topic_records(kafka.bootstrap, t)]
+    store = Store.open(kind, target)
+    try:
+        index = ledger_oracle.build_index(records, _tables(store.q))
+    finally:
+        store.close()
+    assert ledger_oracle.found(report, index) == ledger_oracle.expected(ledger.entries)
