@@ -3,8 +3,9 @@
     python -m samples.generator --records 10000000 --out /tmp/gen10m
     python -m samples.generator --records 1000000 --out /tmp/gen1m --kafka 127.0.0.1:9092 --topic orders
 
-One endpoint, `billing`, consumes topic `orders` (from a producer `shop`), keeps its tokens, outbox
-and intents in a DuckDB file, prepared blobs in a folder, and writes its effects to a Parquet sink.
+One endpoint, `billing`, consumes topic `orders` from a producer `shop` (whose prepared blobs the
+records publish), keeps its tokens, outbox and intents in a DuckDB file, and writes its effects to
+a Parquet sink.
 Everything is built by DuckDB SQL over `range(N)` (vectorized; nothing is looped per record in
 Python but the few blob files), written as a topic archive or produced to a live Kafka topic.
 
@@ -82,7 +83,7 @@ def generate(spec: GenSpec) -> dict:
     _check(spec)
     t0 = time.monotonic()
     shutil.rmtree(spec.out, ignore_errors=True)
-    for sub in ("topics/orders", "sinks/invoices", "blobs/billing", "truth"):
+    for sub in ("topics/orders", "sinks/invoices", "blobs/shop", "truth"):
         (spec.out / sub).mkdir(parents=True)
     db = duckdb.connect(str(spec.out / "state.duckdb"))
     db.execute("set preserve_insertion_order = false")
@@ -111,6 +112,7 @@ def generate(spec: GenSpec) -> dict:
                '{PRODUCER}' as producer,
                b.i + 1 + sum(case when b.code = 'EO104' then 1 else 0 end) over (order by b.i) as sequence,
                'a-' || b.i as attempt_id, 'req-' || b.i as causation_id,
+               timestamptz '{OLD.isoformat()}' + b.i * interval 1 millisecond as ts,
                b.i % {spec.blob_every} = 0 or b.code in ('EO402', 'EO403') as has_blob,
                'b-' || b.i || '.txt' as blob_name
         from base b join committed c using ("partition")""")
@@ -124,28 +126,33 @@ def generate(spec: GenSpec) -> dict:
         create temp table extras as
         select r."partition", r.code, r.message_id,
                case when r.code = 'EO101' then r.token_id else r.token_id || '-' || r.code end as token_id,
-               r.producer, r.sequence, r.attempt_id, r.causation_id, false as has_blob, r.blob_name
+               r.producer, r.sequence, r.attempt_id, r.causation_id, false as has_blob, r.blob_name, r.ts
         from recs r where r.code in ('EO101', 'EO102')
         union all
+        -- a ghost was sent before its committed sibling (the attempt crashed before committing)
         select r."partition", r.code, r.message_id || '-' || r.code, r.token_id || '-' || r.code, r.producer,
-               r.sequence, r.attempt_id || '-' || r.code, r.causation_id, false, r.blob_name
+               r.sequence, r.attempt_id || '-' || r.code,
+               -- a reused sequence comes from another incoming message; a ghost from the same one
+               case when r.code = 'EO302' then r.causation_id else r.causation_id || '-' || r.code end,
+               false, r.blob_name,
+               case when r.code = 'EO302' then r.ts - interval 1 second else r.ts end
         from recs r where r.code in ('EO103', 'EO302')""")
     n_noheader = round(spec.mix.get("EO105", 0) * N)
     db.execute(f"""
         create temp table all_recs as
         select "partition", "offset", message_id, token_id, producer, sequence, attempt_id, causation_id,
-               has_blob, blob_name, false as no_headers from recs
+               has_blob, blob_name, false as no_headers, ts from recs
         union all
         select e."partition", m.next_offset + row_number() over (partition by e."partition" order by e.message_id) - 1,
                e.message_id, e.token_id, e.producer, e.sequence, e.attempt_id, e.causation_id, e.has_blob,
-               e.blob_name, false
+               e.blob_name, false, e.ts
         from extras e join (select "partition", max("offset") + 1 as next_offset from recs group by 1) m using ("partition")
         """)
     if n_noheader:
         db.execute(f"""
             insert into all_recs
             select cast(j % {P} as integer), m.next_offset + j // {P}, 'noheader-' || j, null, null, null, null, null,
-                   false, null, true
+                   false, null, true, timestamptz '{OLD.isoformat()}'
             from range({n_noheader}) t(j)
             join (select "partition", max("offset") + 1 as next_offset from all_recs group by 1) m
               on m."partition" = j % {P}""")
@@ -156,7 +163,7 @@ def generate(spec: GenSpec) -> dict:
                    from recs where has_blob""")
     archive_sql = f"""
         select '{spec.topic}' as topic, a."partition", a."offset",
-               timestamptz '{OLD.isoformat()}' + a."offset" * interval 1 millisecond as "timestamp",
+               a.ts as "timestamp",
                encode(coalesce(a.message_id, '')) as key,
                encode('{{"order_id": "' || coalesce(a.message_id, '') || '"}}') as value,
                case when a.no_headers then [] else {_headers_sql('a.has_blob')} end as headers
@@ -226,10 +233,10 @@ def generate(spec: GenSpec) -> dict:
     # --- blobs (bounded: one per blob_every records, plus orphans) --------------------------------
     for (i, name, code) in db.execute(
             "select i, blob_name, code from recs where has_blob and coalesce(code, '') <> 'EO402'").fetchall():
-        (spec.out / "blobs/billing" / name).write_text(f"invoice {i}")
+        (spec.out / "blobs/shop" / name).write_text(f"invoice {i}")
     old = OLD.timestamp()
     for j in range(round(spec.mix.get("EO401", 0) * N)):
-        path = spec.out / "blobs/billing" / f"orphan-{j}.txt"
+        path = spec.out / "blobs/shop" / f"orphan-{j}.txt"
         path.write_text(f"garbage {j}")
         os.utime(path, (old, old))
 
@@ -312,9 +319,11 @@ type = "duckdb"
 path = "state.duckdb"
 schema = "billing"
 
+[endpoints.shop]  # the producer: it prepares the blobs its records publish
+blobs = "blobs/shop"
+
 [endpoints.billing]
 store = "billing"
-blobs = "blobs/billing"
 
 [[endpoints.billing.sinks]]
 name = "invoices"

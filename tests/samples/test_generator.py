@@ -82,7 +82,7 @@ def test_store_sink_and_blob_truth_matches_the_state(generated) -> None:
     # blobs: orphans, dangling references, hash mismatches
     import hashlib
 
-    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (out / "blobs/billing").iterdir()}
+    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (out / "blobs/shop").iterdir()}
     refs = [json.loads(b)[0] for (b,) in _q(out, "select blobs from h where blobs is not null")]
     published = {r["uri"] for r in refs}
     assert len(set(files) - published) == c["EO401"]["count"]
