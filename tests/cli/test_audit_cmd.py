@@ -1,0 +1,82 @@
+"""`eoctl audit` as a user runs it: exit codes by --fail-on, JSON/Markdown reports, bad input."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli import run_eoctl
+from tests.helpers.servers import REPO
+
+CHAOS = str(REPO / "samples" / "chaos" / "eoctl.toml")
+
+
+@pytest.mark.integration
+def test_json_report_and_exit_code_on_the_chaos_sample(spark_jars: Path) -> None:
+    result = run_eoctl("--config", CHAOS, "--format", "json", "audit", "--grace", "0s", "--fail-on", "critical",
+                       env={"EOCTL_JARS_DIR": str(spark_jars)})
+    assert result.code == 1, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert report["schema"] == "eoctl.audit/v1"
+    assert {c: r["count"] for c, r in report["summary"].items()} == {
+        "EO101": 3, "EO102": 1, "EO103": 1, "EO201": 1, "EO301": 4, "EO302": 1, "EO401": 1, "EO402": 1,
+        "EO403": 1, "EO501": 2, "EO502": 1}
+    assert all(f["evidence_complete"] and len(f["evidence"]) == f["count"] for f in report["findings"])
+    assert report["scanned"]["records"] == 83
+
+
+@pytest.mark.integration
+def test_markdown_to_a_file_and_fail_on_below_the_worst(spark_jars: Path, tmp_path: Path) -> None:
+    out = tmp_path / "incident.md"
+    result = run_eoctl("--config", CHAOS, "--format", "markdown", "audit", "--select", "EO1", "--ignore", "EO102,EO103",
+                       "--fail-on", "warning", "--output", str(out), env={"EOCTL_JARS_DIR": str(spark_jars)})
+    assert result.code == 0, result.stderr[-2000:]  # only EO101 (info) is left: below warning
+    assert result.stdout == "" and f"report written to {out}" in result.stderr
+    text = out.read_text()
+    assert "| EO101 | info | 3 |" in text and "EO102" not in text
+    assert not list(tmp_path.glob("*.partial"))
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--select", "EO999"], "--select 'EO999': no such finding code"),
+    (["--grace", "soon"], "--grace 'soon': expected a duration like 90s, 15m, 24h or 7d"),
+    (["--fail-on", "fatal"], "severity 'fatal': expected info, warning, error or critical"),
+    (["--since", "yesterday"], "--since 'yesterday': expected an ISO time"),
+    (["--endpoint", "nope"], "unknown endpoint 'nope' (configured: billing, shipping, shop)"),
+])
+def test_bad_audit_options_are_usage_errors(args: list[str], message: str) -> None:
+    result = run_eoctl("--config", CHAOS, "audit", *args)
+    assert result.code == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.integration
+def test_bad_evidence_becomes_eo105_never_a_crash(spark, tmp_path: Path) -> None:
+    from eoctl.audit import run_audit, select_codes
+    from eoctl.checks.context import AuditOptions
+    from eoctl.config import load_config
+    from eoctl.sources.records import record_schema
+
+    ts = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    good = [("eo-message-id", b"m1"), ("eo-token-id", b"t1"), ("eo-producer", b"p"), ("eo-sequence", b"1")]
+    rows = [
+        ("t", 0, 0, ts, None, b"{}", good),
+        ("t", 0, 1, ts, None, b"{}", [("eo-message-id", b"\xff\xfe"), ("eo-token-id", b"t2")]),
+        ("t", 0, 2, ts, None, b"{}", [("eo-message-id", b"m3"), ("eo-token-id", b"t3"), ("eo-blobs", b"{not json")]),
+        ("t", 0, 3, ts, None, b"{}", [("eo-message-id", b"m4"), ("eo-token-id", b"t4"), ("eo-sequence", b"four")]),
+        ("t", 0, 4, ts, None, b"{}", None),
+    ]
+    spark.createDataFrame(rows, record_schema()).write.parquet(str(tmp_path / "archive"))
+    (tmp_path / "eoctl.toml").write_text(
+        '[endpoints.e.input]\ntopics = ["t"]\narchive = "archive"\ncommitted_offsets = { t = { "0" = 5 } }\n')
+    options = AuditOptions(evidence_rows=2, evidence_dir=tmp_path / "evidence")
+    report = run_audit(spark, load_config(tmp_path / "eoctl.toml"), options, select_codes(None, None))
+    (eo105,) = [f for f in report.findings if f.code == "EO105"]
+    assert eo105.count == 4 and len(eo105.evidence) == 2  # the rest went to Parquet, not memory
+    assert eo105.evidence_file is not None
+    problems = {r["offset"]: r["problem"] for r in spark.read.parquet(eo105.evidence_file).collect()}
+    assert problems == {1: "protocol header is not UTF-8", 2: "eo-blobs is not a JSON list of {uri, sha256}",
+                        3: "eo-sequence is not an integer", 4: "missing eo-message-id or eo-token-id header"}
+    assert [f.code for f in report.findings] == ["EO105"]
