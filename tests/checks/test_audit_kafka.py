@@ -1,0 +1,80 @@
+"""Findings only a live broker shows: a hanging transaction (EO601) and records lost to retention
+below the committed offset (EO204)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from eoctl.audit import run_audit
+from eoctl.checks.context import AuditOptions
+from eoctl.config import load_config
+from tests.helpers.configs import write_config
+from tests.helpers.kafka_data import commit_group_offsets, produce
+
+pytestmark = pytest.mark.integration
+
+# A producer that opens a transaction, writes, and dies without committing or aborting.
+_HANG = """
+import os, signal, sys
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[3], "transaction.timeout.ms": 600000})
+p.init_transactions(30)
+p.begin_transaction()
+p.produce(sys.argv[2], value=b"open", headers=[("eo-message-id", b"hang-1"), ("eo-token-id", b"tok-hang-1")])
+p.flush(30)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _config(tmp_path: Path, bootstrap: str, topic: str) -> Path:
+    return write_config(tmp_path, f"""
+        [kafka.main]
+        bootstrap_servers = "{bootstrap}"
+
+        [endpoints.billing.input]
+        topics = ["{topic}"]
+        kafka = "main"
+        group = "billing"
+    """)
+
+
+def test_hanging_transaction(spark, kafka, tmp_path: Path) -> None:
+    topic = f"hang-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic)
+    produce(kafka.bootstrap, topic, [{"value": b"ok", "headers": [("eo-message-id", b"m0"), ("eo-token-id", b"t0")]}])
+    proc = subprocess.run([sys.executable, "-c", _HANG, kafka.bootstrap, topic, f"{topic}-tx"], capture_output=True)
+    assert proc.returncode == -9
+    config = load_config(_config(tmp_path, kafka.bootstrap, topic))
+    time.sleep(1.1)
+
+    report = run_audit(spark, config, AuditOptions(transaction_timeout=dt.timedelta(seconds=1)), ["EO601"])
+    (finding,) = report.findings
+    (row,) = finding.evidence
+    assert (row["topic"], row["partition"], row["last_stable_offset"], row["high_watermark"]) == (topic, 0, 1, 2)
+    assert row["age_seconds"] >= 1
+    young = run_audit(spark, config, AuditOptions(transaction_timeout=dt.timedelta(minutes=15)), ["EO601"])
+    assert young.findings == []  # an open transaction younger than the timeout is not hanging
+
+
+def test_committed_offset_below_log_start(spark, kafka, tmp_path: Path) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = f"retention-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic)
+    produce(kafka.bootstrap, topic, [{"value": b"v", "headers": [("eo-message-id", f"m{i}".encode()),
+                                                                  ("eo-token-id", f"t{i}".encode())]} for i in range(10)])
+    commit_group_offsets(kafka.bootstrap, "billing", topic, {0: 3})
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for f in admin.delete_records([TopicPartition(topic, 0, 7)]).values():  # retention took offsets 0..6
+        f.result(30)
+    report = run_audit(spark, load_config(_config(tmp_path, kafka.bootstrap, topic)), AuditOptions(), ["EO204"])
+    (finding,) = report.findings
+    assert finding.evidence == [{"topic": topic, "partition": 0, "committed": 3, "log_start": 7, "records_lost": 4}]
