@@ -22,28 +22,36 @@ def _per_endpoint(code: str, df, ctx: AuditContext) -> Iterator[Hit]:
 _position = F.struct("partition", "offset")
 
 
+def _flagged(records, keys: list[str], condition, evidence: list):
+    """Groups of `keys` meeting `condition`, found with a cheap aggregate first; the evidence lists
+    are gathered for the flagged groups only (few), not for every group."""
+    hits = records.groupBy(*keys).agg(condition.alias("_hit")).where("_hit").drop("_hit")
+    return records.join(hits, keys).groupBy(*keys).agg(*evidence)  # AQE broadcasts `hits` when small
+
+
 def redelivered_copies(ctx: AuditContext) -> Iterator[Hit]:
     """EO101: the same message id and token at more than one offset (harmless if handled)."""
-    g = ctx.valid_records.groupBy("endpoint", "topic", "message_id", "token_id").agg(
-        F.count(F.lit(1)).alias("copies"), F.sort_array(F.collect_list(_position)).alias("positions"))
-    yield from _per_endpoint("EO101", g.where("copies > 1"), ctx)
+    g = _flagged(ctx.valid_records, ["endpoint", "topic", "message_id", "token_id"], F.count(F.lit(1)) > 1,
+                 [F.count(F.lit(1)).alias("copies"), F.sort_array(F.collect_list(_position)).alias("positions")])
+    yield from _per_endpoint("EO101", g, ctx)
 
 
 def message_under_several_tokens(ctx: AuditContext) -> Iterator[Hit]:
     """EO102: one logical message carried by two or more tokens: each token lets it through once."""
-    g = ctx.valid_records.groupBy("endpoint", "topic", "message_id").agg(
-        F.countDistinct("token_id").alias("tokens"), F.sort_array(F.collect_set("token_id")).alias("token_ids"),
-        F.sort_array(F.collect_list(_position)).alias("positions"))
-    yield from _per_endpoint("EO102", g.where("tokens > 1"), ctx)
+    g = _flagged(ctx.valid_records, ["endpoint", "topic", "message_id"], F.min("token_id") != F.max("token_id"),
+                 [F.countDistinct("token_id").alias("tokens"), F.sort_array(F.collect_set("token_id")).alias("token_ids"),
+                  F.sort_array(F.collect_list(_position)).alias("positions")])
+    yield from _per_endpoint("EO102", g, ctx)
 
 
 def sequence_on_several_messages(ctx: AuditContext) -> Iterator[Hit]:
     """EO103: PIP-6 (producer, sequence) reused by different message ids."""
     r = ctx.valid_records.where(F.col("producer").isNotNull() & F.col("seq").isNotNull())
-    g = r.groupBy("endpoint", "topic", "producer", "seq").agg(
-        F.countDistinct("message_id").alias("messages"), F.sort_array(F.collect_set("message_id")).alias("message_ids"),
-        F.sort_array(F.collect_list(_position)).alias("positions"))
-    yield from _per_endpoint("EO103", g.where("messages > 1").withColumnRenamed("seq", "sequence"), ctx)
+    g = _flagged(r, ["endpoint", "topic", "producer", "seq"], F.min("message_id") != F.max("message_id"),
+                 [F.countDistinct("message_id").alias("messages"),
+                  F.sort_array(F.collect_set("message_id")).alias("message_ids"),
+                  F.sort_array(F.collect_list(_position)).alias("positions")])
+    yield from _per_endpoint("EO103", g.withColumnRenamed("seq", "sequence"), ctx)
 
 
 def sequence_gaps(ctx: AuditContext) -> Iterator[Hit]:

@@ -46,6 +46,8 @@ def session_settings(engine: EngineConfig, *, debug: bool = False) -> dict[str, 
         # Executors must run the same Python as the driver, also on a standalone cluster.
         "spark.pyspark.python": sys.executable,
         "spark.ui.showConsoleProgress": "false",
+        # Kafka allows a header key twice; lookups take the last value, as Kafka's lastHeader does.
+        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     }
     java_opts = _UTC_JVM
     if not debug:
@@ -72,7 +74,8 @@ def start_session(engine: EngineConfig, *, debug: bool = False) -> SparkSession:
     builder = SparkSession.builder
     if engine.remote:
         # A Connect server owns its jars and JVM settings; only session settings travel.
-        builder = builder.remote(engine.remote).config("spark.sql.session.timeZone", "UTC")
+        builder = builder.remote(engine.remote).config("spark.sql.session.timeZone", "UTC").config(
+            "spark.sql.mapKeyDedupPolicy", "LAST_WIN")
         for key, value in engine.conf.items():
             builder = builder.config(key, value)
     else:
