@@ -3,6 +3,7 @@ a plain confluent-kafka + dict script), on the same generated data, side by side
 
     python bench/audit_bench.py --records 10000000 --work /tmp/bench
     python bench/audit_bench.py --records 1000000 --work /tmp/bench-kafka --kafka 127.0.0.1:9092
+    python bench/audit_bench.py --records 1000000 --work /tmp/bench-kafka --start-broker
 
 Checks compared: topics (EO101-EO105), tokens (EO201-EO203), outbox (EO301), sinks (EO501-EO502).
 Wall time and peak RSS are measured per contender: eoctl's driver (the Python process and the
@@ -158,7 +159,22 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/eoctl-bench"))
     ap.add_argument("--kafka", help="bootstrap servers: also run the live-topic comparison")
     ap.add_argument("--jars", default=os.environ.get("EOCTL_JARS_DIR"), help="EOCTL_JARS_DIR for eoctl")
+    ap.add_argument("--start-broker", action="store_true", help="run the live-topic comparison on the test bed's broker")
     args = ap.parse_args()
+    if args.start_broker:
+        from tests.helpers.kafka_broker import KafkaBroker
+
+        broker = KafkaBroker()
+        broker.start()
+        args.kafka = broker.bootstrap
+        try:
+            return bench(args)
+        finally:
+            broker.stop()
+    return bench(args)
+
+
+def bench(args: argparse.Namespace) -> int:
     from samples.generator import GenSpec, generate
 
     out = args.work / f"state-{args.records}"
