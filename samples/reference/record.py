@@ -19,45 +19,41 @@ from pathlib import Path
 from samples.reference.chaos import default_plan, run
 from samples.reference.spec import RunSpec
 
-CONFIG = """\
+HEADER = """\
 # The chaos sample: a recorded run of the reference pipeline (shop -> billing -> shipping) in which
 # faults were injected on purpose; ledger.jsonl lists each one and the findings it must produce.
 # Produced by: python -m samples.reference.record --out samples/chaos   (see README.md)
 # Paths are relative to this file. Blob names in eo-blobs headers are relative to the producing
 # endpoint's blob prefix.
 
-[stores.shop]
-type = "duckdb"
-path = "state.duckdb"
-schema = "shop"
+"""
 
-[stores.billing]
-type = "duckdb"
-path = "state.duckdb"
-schema = "billing"
 
-[stores.shipping]
-type = "duckdb"
-path = "state.duckdb"
-schema = "shipping"
+def duckdb_stores(path: str) -> str:
+    """One [stores.*] entry per endpoint schema of one DuckDB file."""
+    return "\n".join(f'[stores.{ep}]\ntype = "duckdb"\npath = "{path}"\nschema = "{ep}"\n'
+                     for ep in ("shop", "billing", "shipping"))
 
+
+def chaos_config(*, stores: str, blobs: str, orders_input: str, invoices_input: str) -> str:
+    """The eoctl.toml of a reference-pipeline run; the inputs are the TOML lines of each [...input]
+    table (topics and where they are: an archive or a live connection)."""
+    return f"""{stores}
 [endpoints.shop]
 store = "shop"
 
 [endpoints.billing]
 store = "billing"
-blobs = "blobs/billing"
+blobs = "{blobs}"
 
 [endpoints.billing.input]
-topics = ["orders"]
-archive = "topics/orders"
+{orders_input}
 
 [endpoints.shipping]
 store = "shipping"
 
 [endpoints.shipping.input]
-topics = ["invoices"]
-archive = "topics/invoices"
+{invoices_input}
 
 [[endpoints.shipping.sinks]]
 name = "shipments"
@@ -67,6 +63,11 @@ message_id_column = "source_message_id"
 key_columns = ["order_id"]
 value_columns = ["invoice_id", "source_message_id"]
 """
+
+
+CONFIG = HEADER + chaos_config(stores=duckdb_stores("state.duckdb"), blobs="blobs/billing",
+                               orders_input='topics = ["orders"]\narchive = "topics/orders"',
+                               invoices_input='topics = ["invoices"]\narchive = "topics/invoices"')
 
 
 def archive_topic(bootstrap: str, topic: str, group: str, dest: Path, name: str) -> int:

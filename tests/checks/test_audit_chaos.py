@@ -15,6 +15,7 @@ from eoctl.audit import run_audit, select_codes
 from eoctl.checks.context import AuditOptions
 from eoctl.config import load_config
 from samples.reference.chaos import default_plan, run
+from samples.reference.record import chaos_config, duckdb_stores
 from samples.reference.spec import RunSpec
 from tests.helpers import ledger_oracle
 from tests.helpers.configs import write_config
@@ -59,52 +60,17 @@ def test_audit_of_the_recorded_archive_matches_the_ledger(spark) -> None:
     assert report.scanned["records"] == 83
 
 
-LIVE_CONFIG = """
-[kafka.main]
-bootstrap_servers = "{bootstrap}"
-
-{stores}
-
-[endpoints.shop]
-store = "shop"
-
-[endpoints.billing]
-store = "billing"
-blobs = "{out}/blobs/billing"
-
-[endpoints.billing.input]
-topics = ["{prefix}orders"]
-kafka = "main"
-group = "{prefix}billing"
-
-[endpoints.shipping]
-store = "shipping"
-
-[endpoints.shipping.input]
-topics = ["{prefix}invoices"]
-kafka = "main"
-group = "{prefix}shipping"
-
-[[endpoints.shipping.sinks]]
-name = "shipments"
-store = "shipping"
-table = "shipments"
-message_id_column = "source_message_id"
-key_columns = ["order_id"]
-value_columns = ["invoice_id", "source_message_id"]
-"""
-
-
 def _stores(kind: str, target: str, postgres) -> str:
-    out = []
-    for schema in ("shop", "billing", "shipping"):
-        if kind == "duckdb":
-            out.append(f'[stores.{schema}]\ntype = "duckdb"\npath = "{target}"\nschema = "{schema}"\n')
-        else:
-            dbname = dict(kv.split("=", 1) for kv in target.split())["dbname"]
-            out.append(f'[stores.{schema}]\ntype = "postgres"\nport = {postgres.port}\ndatabase = "{dbname}"\n'
-                       f'user = "{postgres.user}"\npassword = "${{EOCTL_TEST_PGPASSWORD}}"\nschema = "{schema}"\n')
-    return "\n".join(out)
+    if kind == "duckdb":
+        return duckdb_stores(target)
+    dbname = dict(kv.split("=", 1) for kv in target.split())["dbname"]
+    return "\n".join(f'[stores.{schema}]\ntype = "postgres"\nport = {postgres.port}\ndatabase = "{dbname}"\n'
+                     f'user = "{postgres.user}"\npassword = "${{EOCTL_TEST_PGPASSWORD}}"\nschema = "{schema}"\n'
+                     for schema in ("shop", "billing", "shipping"))
+
+
+def _live_input(prefix: str, topic: str, endpoint: str) -> str:
+    return f'topics = ["{prefix}{topic}"]\nkafka = "main"\ngroup = "{prefix}{endpoint}"'
 
 
 @pytest.mark.parametrize("kind", ["duckdb", "postgres"])
@@ -125,8 +91,10 @@ def test_audit_of_live_kafka_matches_the_ledger(spark, kafka, request, tmp_path:
     spec = RunSpec(kind, target, kafka.bootstrap, str(tmp_path), prefix, 40, default_plan())
     ledger, _ = run(spec)
 
-    path = write_config(tmp_path, LIVE_CONFIG.format(bootstrap=kafka.bootstrap, out=tmp_path, prefix=prefix,
-                                                     stores=_stores(kind, target, postgres)))
+    path = write_config(tmp_path, f'[kafka.main]\nbootstrap_servers = "{kafka.bootstrap}"\n\n' + chaos_config(
+        stores=_stores(kind, target, postgres), blobs=f"{tmp_path}/blobs/billing",
+        orders_input=_live_input(prefix, "orders", "billing"),
+        invoices_input=_live_input(prefix, "invoices", "shipping")))
     config = load_config(path, environ={"EOCTL_TEST_PGPASSWORD": postgres.password if postgres else ""})
     report = run_audit(spark, config, settled(), select_codes(None, None))
 
