@@ -49,18 +49,26 @@ def _jsonable(value: Any) -> Any:
 
 def _materialize(df: DataFrame, options: AuditOptions, stem: str) -> tuple[int, list[dict[str, Any]], str | None]:
     """Count a finding's evidence and bring back at most `evidence_rows` of it; the rest of a large
-    evidence set is written as Parquet beside the report, never collected."""
-    # One job when the evidence is small (the usual case); count and Parquet only when it is not.
-    head = df.limit(options.evidence_rows + 1).collect()
-    rows = [_jsonable(r.asDict(recursive=True)) for r in head[: options.evidence_rows]]
-    if len(head) <= options.evidence_rows:
-        return len(rows), rows, None
-    count = df.count()
-    path = None
-    if options.evidence_dir is not None:
-        path = str(options.evidence_dir / f"{stem}.parquet")
-        df.write.mode("overwrite").parquet(path)
-    return count, rows, path
+    evidence set is written as Parquet beside the report, never collected.
+
+    The evidence is computed once (count) and kept (memory, then disk) while it is sampled and
+    written: a check's plan is the costly part, never the evidence it ends in.
+    """
+    from pyspark import StorageLevel
+
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        count = df.count()
+        if not count:
+            return 0, [], None
+        rows = [_jsonable(r.asDict(recursive=True)) for r in df.limit(options.evidence_rows).collect()]
+        path = None
+        if count > options.evidence_rows and options.evidence_dir is not None:
+            path = str(options.evidence_dir / f"{stem}.parquet")
+            df.write.mode("overwrite").parquet(path)
+        return count, rows, path
+    finally:
+        df.unpersist()
 
 
 def run_audit(

@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 from pyspark.sql import functions as F
 
 from eoctl.checks import Hit
-from eoctl.checks.context import AuditContext
+from eoctl.checks.context import BLOB_REFS, AuditContext
 from eoctl.errors import SourceError
 
 
@@ -46,8 +46,8 @@ def _list(ctx: AuditContext, name: str, with_hash: bool):
 def _references(ctx: AuditContext, name: str):
     """Blob references in records sent by this endpoint: name, expected sha256, the record."""
     prefix = _prefix_path(ctx.endpoints[name].blobs or "")
-    r = ctx.valid_records.where((F.col("producer") == name) & F.col("blob_refs").isNotNull())
-    refs = r.select("topic", "partition", "offset", "message_id", F.explode("blob_refs").alias("b"))
+    r = ctx.valid_records.where((F.col("producer") == name) & F.col("blobs").isNotNull())
+    refs = r.select("topic", "partition", "offset", "message_id", F.explode(F.from_json("blobs", BLOB_REFS)).alias("b"))
     # absolute URIs under the prefix become relative names
     uri = F.col("b.uri")
     rel = F.when(F.instr(uri, prefix) > 0, F.expr(f"substring(b.uri, instr(b.uri, '{prefix}') + {len(prefix)})")).otherwise(uri)

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eoctl.config.model import Config, EndpointConfig
+from eoctl.config.model import Config, EndpointConfig, SinkConfig
 from eoctl.sources import OffsetRange, input_committed_offsets, read_input
 from eoctl.sources.tables import read_store_table, store_named
 
@@ -45,6 +45,7 @@ class AuditContext:
         self.options = options
         self._persisted: list[DataFrame] = []
         self._shared: dict[tuple, DataFrame] = {}
+        self._scratch: list[str] = []
 
     # --------------------------------------------------------------------------- endpoints
 
@@ -66,9 +67,21 @@ class AuditContext:
         self._persisted.append(df)
         return df
 
+    def keys(self, df: DataFrame) -> DataFrame:
+        """Persist and compute `df` now: the keys a cheap aggregate flagged, usually few. Once
+        computed, Spark knows their real size and broadcasts them into the joins that gather
+        evidence, instead of shuffling the records to meet them (it cannot know it in advance)."""
+        df = self.persist(df)
+        df.count()
+        return df
+
     def release(self) -> None:
+        """Free what the audit kept: cached frames and the scratch copy (also after a failure)."""
         for df in self._persisted:
             df.unpersist()
+        for path in self._scratch:
+            _delete_tree(self.spark, path)
+        self._scratch.clear()
 
     # ----------------------------------------------------------------------------- records
 
@@ -104,7 +117,6 @@ class AuditContext:
         df = reduce(lambda a, b: a.unionByName(b), frames)
         df = df.withColumn("processed", F.coalesce(F.col("offset") < F.col("committed"), F.lit(False)))
         df = df.withColumn("seq", F.col("sequence").try_cast("long"))
-        df = df.withColumn("blob_refs", F.from_json("blobs", BLOB_REFS))
         valid = lambda c: F.coalesce(F.is_valid_utf8(F.col(c)), F.lit(True))  # noqa: E731
         df = df.withColumn(
             "problem",
@@ -114,9 +126,31 @@ class AuditContext:
                     & valid("causation_id") & valid("attempt_id") & valid("blobs")),
                   F.lit("protocol header is not UTF-8"))
             .when(F.col("sequence").isNotNull() & F.col("seq").isNull(), F.lit("eo-sequence is not an integer"))
-            .when(F.col("blobs").isNotNull() & F.col("blob_refs").isNull(), F.lit("eo-blobs is not a JSON list of {uri, sha256}")),
+            .when(F.col("blobs").isNotNull() & F.from_json("blobs", BLOB_REFS).isNull(),
+                  F.lit("eo-blobs is not a JSON list of {uri, sha256}")),
         )
-        return self.persist(df.drop("key", "value", "headers"))
+        # Only what the checks read is kept: the cache is the audit's largest memory cost.
+        # `blobs` stays text; the blob checks parse it for the few producers that publish blobs.
+        return self._working_copy(df.select(*RECORD_COLUMNS))
+
+    def _working_copy(self, df: DataFrame) -> DataFrame:
+        """The records every check reads, computed once. Written as Parquet to the scratch folder
+        when there is one: each check then reads only its columns, from files, within the default
+        driver heap (measured at 10M records: 134 s against 170 s with Spark's cache, whose blocks
+        spill to disk whole). Without one (a cluster, Spark Connect), Spark's cache."""
+        import tempfile
+        import uuid
+
+        engine = self.config.engine
+        if engine.remote or not (engine.scratch_dir or engine.master.startswith("local")):
+            return self.persist(df)
+        if engine.scratch_dir:
+            path = f"{engine.scratch_dir.rstrip('/')}/eoctl-audit-{uuid.uuid4().hex[:12]}"
+        else:
+            path = tempfile.mkdtemp(prefix="eoctl-audit-")
+        self._scratch.append(path)
+        df.write.mode("overwrite").parquet(path)
+        return self.spark.read.parquet(path)
 
     @cached_property
     def valid_records(self) -> DataFrame:
@@ -191,6 +225,18 @@ class AuditContext:
             self._shared[key] = self.persist(build())
         return self._shared[key]
 
+    def sink(self, endpoint: str, sink: SinkConfig) -> DataFrame:
+        """A sink table, read once for every check that looks at it. Parquet and ORC sinks are not
+        cached: reading just the columns a check needs costs less than caching every column."""
+        from eoctl.sources.tables import read_table
+
+        key = ("sink", endpoint, sink.name)
+        if sink.format in ("parquet", "orc"):
+            if key not in self._shared:
+                self._shared[key] = read_table(self.spark, self.config, sink)
+            return self._shared[key]
+        return self.cached(key, lambda: read_table(self.spark, self.config, sink))
+
     @cached_property
     def referenced_tokens(self) -> DataFrame:
         """Token ids that pending entries hold: their incoming token and their outgoing tokens."""
@@ -206,10 +252,21 @@ class AuditContext:
         return reduce(lambda a, b: a.unionByName(b), frames).where(F.col("token_id").isNotNull()).distinct()
 
 
+def _delete_tree(spark: SparkSession, path: str) -> None:
+    """Remove a scratch folder through Hadoop's file system API, which knows every scheme Spark
+    writes to (file, hdfs, s3a, ...)."""
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(hpath, True)
+
+
+#: the columns of AuditContext.records
+RECORD_COLUMNS = ("endpoint", "topic", "partition", "offset", "timestamp", "processed", "committed", "message_id",
+                  "token_id", "producer", "seq", "causation_id", "attempt_id", "blobs", "problem")
 _EMPTY_RECORDS = (
-    "topic string, partition int, offset long, timestamp timestamp, message_id string, token_id string, "
-    "producer string, sequence string, causation_id string, attempt_id string, blobs string, committed long, "
-    f"endpoint string, processed boolean, seq long, blob_refs {BLOB_REFS}, problem string"
+    "endpoint string, topic string, partition int, offset long, timestamp timestamp, processed boolean, "
+    "committed long, message_id string, token_id string, producer string, seq long, causation_id string, "
+    "attempt_id string, blobs string, problem string"
 )
 _EMPTY_OUTGOING = (
     f"sender string, incoming_message_id string, entry_attempt_id string, message_id string, token_id string, "

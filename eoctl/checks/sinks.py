@@ -8,13 +8,12 @@ from pyspark.sql import functions as F
 
 from eoctl.checks import Hit
 from eoctl.checks.context import AuditContext
-from eoctl.sources.tables import read_table
 
 
 def _sinks(ctx: AuditContext):
     for name, ep in ctx.endpoints.items():
         for sink in ep.sinks:
-            yield name, sink, ctx.cached(("sink", name, sink.name), lambda sink=sink: read_table(ctx.spark, ctx.config, sink))
+            yield name, sink, ctx.sink(name, sink)
 
 
 def applied_twice(ctx: AuditContext) -> Iterator[Hit]:
@@ -26,12 +25,19 @@ def applied_twice(ctx: AuditContext) -> Iterator[Hit]:
 
 
 def conflicting_values(ctx: AuditContext) -> Iterator[Hit]:
-    """EO502: one idempotency key with different values (value_columns; default all other columns)."""
+    """EO502: one idempotency key with different values (value_columns; default all other columns).
+
+    Keys are flagged by comparing 64-bit hashes of their values (cheap to aggregate; equal values
+    hash equal); the distinct values are gathered exactly, for flagged keys only."""
     for name, sink, df in _sinks(ctx):
         if not sink.key_columns:
             continue
         values = sink.value_columns or [c for c in df.columns if c not in sink.key_columns]
-        g = df.groupBy(*sink.key_columns).agg(
+        # Spark's hash skips nulls; the null flags keep (null, 5) and (5, null) apart.
+        digest = F.xxhash64(*values, *[F.isnull(v) for v in values])
+        flagged = ctx.keys(df.groupBy(*sink.key_columns).agg(
+            (F.min(digest) != F.max(digest)).alias("_hit")).where("_hit").drop("_hit"))
+        g = df.join(flagged, sink.key_columns).groupBy(*sink.key_columns).agg(
             F.countDistinct(F.struct(*values)).alias("distinct_values"),
             F.slice(F.collect_set(F.to_json(F.struct(*values))), 1, 5).alias("values"))
         yield "EO502", name, sink.name, g.where("distinct_values > 1")

@@ -17,15 +17,39 @@ def _tokens(ctx: AuditContext) -> Iterator[tuple[str, object]]:
             yield name, tokens
 
 
+def _token_join(ctx: AuditContext, name: str, tokens):
+    """ONE join of the token store with every record, shared by EO201-EO203, keeping only the few
+    rows they report: tokens no record carries (orphan candidates), tokens of this endpoint's
+    processed records (leak candidates), and this endpoint's in-flight records whose token is gone
+    (loss candidates)."""
+    def build():
+        r = ctx.valid_records.select(
+            "token_id", "message_id", "topic", "partition", "offset", "processed", "committed",
+            (F.col("endpoint") == name).alias("mine"))
+        t = tokens.select("token_id", "created_at", "attempt_id", F.lit(True).alias("stored"))
+        j = r.join(t, "token_id", "full_outer")
+        orphan = F.col("mine").isNull() & (F.col("created_at") < ctx.ts(ctx.options.grace))
+        leaked = F.col("mine") & F.col("processed") & F.col("stored").isNotNull()
+        lost = F.col("mine") & ~F.col("processed") & F.col("stored").isNull()
+        return j.select("*", F.when(orphan, "orphan").when(leaked, "leaked").when(lost, "lost").alias("kind")).where(
+            F.col("kind").isNotNull())
+    return ctx.cached(("tokens", name), build)
+
+
+def _absent(ctx: AuditContext, candidates, key: str, big):
+    """`candidates` (few) whose `key` is not in `big`: `big` is filtered by the candidates' keys
+    first (a broadcast semi-join), so it is streamed once instead of shuffled for an anti-join."""
+    present = big.join(ctx.keys(candidates.select(key).distinct()), key, "left_semi").select(key).distinct()
+    return candidates.join(present, key, "left_anti")
+
+
 def orphan_tokens(ctx: AuditContext) -> Iterator[Hit]:
     """EO201: a token on no record, in no pending entry, older than the grace period (gc candidate).
     Young tokens are not findings: their message may still be on its way."""
-    carried = ctx.valid_records.select("token_id").distinct()
     for name, tokens in _tokens(ctx):
         intents = ctx.intents
-        orphans = (tokens.where(F.col("created_at") < ctx.ts(ctx.options.grace))
-                   .join(carried, "token_id", "left_anti")
-                   .join(ctx.referenced_tokens, "token_id", "left_anti"))
+        orphans = _token_join(ctx, name, tokens).where(F.col("kind") == "orphan").select(
+            "token_id", "created_at", "attempt_id").join(ctx.referenced_tokens, "token_id", "left_anti")
         if intents is not None:  # register-cleanup evidence: which attempt registered it
             registered = intents.where(F.col("kind") == "token").select(
                 F.col("ref").alias("token_id"), F.col("incoming_message_id").alias("registered_by_message"),
@@ -37,31 +61,28 @@ def orphan_tokens(ctx: AuditContext) -> Iterator[Hit]:
 def silent_loss(ctx: AuditContext) -> Iterator[Hit]:
     """EO202: an in-flight record whose token is gone and whose effect exists nowhere: the endpoint
     will drop it as a duplicate. A copy of an already processed message is not a loss."""
-    from eoctl.sources.tables import read_table
-
     for name, tokens in _tokens(ctx):
         ep = ctx.endpoints[name]
-        mine = ctx.valid_records.where(F.col("endpoint") == name)
-        done = mine.where("processed").select("message_id").distinct()
-        in_flight = mine.where(~F.col("processed"))
-        lost = in_flight.join(tokens.select("token_id"), "token_id", "left_anti").join(done, "message_id", "left_anti")
+        lost = _token_join(ctx, name, tokens).where(F.col("kind") == "lost").select(
+            "topic", "partition", "offset", "message_id", "token_id", "committed")
+        done = ctx.valid_records.where((F.col("endpoint") == name) & F.col("processed"))
+        lost = _absent(ctx, lost, "message_id", done)
         outbox = ctx.table(name, "outbox")
         if outbox is not None:  # an entry in progress is a stuck entry (EO301), not a loss
             lost = lost.join(outbox.select(F.col("incoming_message_id").alias("message_id")), "message_id", "left_anti")
         for sink in ep.sinks:
-            effects = read_table(ctx.spark, ctx.config, sink).select(F.col(sink.message_id_column).cast("string").alias("message_id"))
-            lost = lost.join(effects, "message_id", "left_anti")
-        yield "EO202", name, ", ".join(ep.input.topics) if ep.input else name, lost.select(
-            "topic", "partition", "offset", "message_id", "token_id", "committed")
+            effects = ctx.sink(name, sink).select(
+                F.col(sink.message_id_column).cast("string").alias("message_id"))
+            lost = _absent(ctx, lost, "message_id", effects)
+        yield "EO202", name, ", ".join(ep.input.topics) if ep.input else name, lost
 
 
 def leaked_tokens(ctx: AuditContext) -> Iterator[Hit]:
     """EO203: the token of a processed record is still in the store (and no pending entry holds it)."""
     for name, tokens in _tokens(ctx):
-        processed = ctx.valid_records.where((F.col("endpoint") == name) & F.col("processed")).select(
-            "token_id", "message_id", "topic", "partition", "offset").dropDuplicates(["token_id"])
-        leaked = (tokens.select("token_id", "created_at", "attempt_id").join(processed, "token_id")
-                  .join(ctx.referenced_tokens, "token_id", "left_anti"))
+        leaked = _token_join(ctx, name, tokens).where(F.col("kind") == "leaked").select(
+            "token_id", "created_at", "attempt_id", "message_id", "topic", "partition", "offset",
+        ).dropDuplicates(["token_id"]).join(ctx.referenced_tokens, "token_id", "left_anti")
         yield "EO203", name, ctx.config.endpoints[name].tokens.table, leaked
 
 

@@ -11,7 +11,6 @@ from eoctl.checks import Hit
 from eoctl.checks.context import AuditContext
 
 
-
 def _per_endpoint(code: str, df, ctx: AuditContext) -> Iterator[Hit]:
     for name in ctx.endpoints:
         if ctx.endpoints[name].input is not None:
@@ -20,56 +19,120 @@ def _per_endpoint(code: str, df, ctx: AuditContext) -> Iterator[Hit]:
 
 
 _position = F.struct("partition", "offset")
+_MESSAGE = ["endpoint", "topic", "message_id"]
+
+# Detection aggregates compare 64-bit hashes instead of ids: a long is far cheaper to aggregate
+# than a string. Equal ids always hash equal; two different ids of one group hashing equal (a
+# 2^-64 event per pair) is the only way a finding could be missed. Evidence is exact.
+_h = F.xxhash64
 
 
-def _flagged(records, keys: list[str], condition, evidence: list):
-    """Groups of `keys` meeting `condition`, found with a cheap aggregate first; the evidence lists
-    are gathered for the flagged groups only (few), not for every group."""
-    hits = records.groupBy(*keys).agg(condition.alias("_hit")).where("_hit").drop("_hit")
-    return records.join(hits, keys).groupBy(*keys).agg(*evidence)  # AQE broadcasts `hits` when small
+def _flagged_messages(ctx: AuditContext):
+    """Messages with more than one copy or more than one token, from ONE aggregation shared by
+    EO101 and EO102 (the costliest pass of an audit), then their records: few, kept for both.
+    Grouping is by the hash of the message id; the evidence regroups by the id itself."""
+    def build():
+        r = ctx.valid_records.withColumn("_mh", _h("message_id"))
+        groups = ctx.keys(r.groupBy("endpoint", "topic", "_mh").agg(
+            F.count(F.lit(1)).alias("_n"), F.min(_h("token_id")).alias("_lo"), F.max(_h("token_id")).alias("_hi"),
+        ).where("_n > 1 OR _lo != _hi").select("endpoint", "topic", "_mh", (F.col("_lo") != F.col("_hi")).alias("several_tokens")))
+        return r.join(groups, ["endpoint", "topic", "_mh"]).drop("_mh")
+    return ctx.cached(("topics", "flagged messages"), build)
 
 
 def redelivered_copies(ctx: AuditContext) -> Iterator[Hit]:
     """EO101: the same message id and token at more than one offset (harmless if handled)."""
-    g = _flagged(ctx.valid_records, ["endpoint", "topic", "message_id", "token_id"], F.count(F.lit(1)) > 1,
-                 [F.count(F.lit(1)).alias("copies"), F.sort_array(F.collect_list(_position)).alias("positions")])
+    g = _flagged_messages(ctx).groupBy(*_MESSAGE, "token_id").agg(
+        F.count(F.lit(1)).alias("copies"), F.sort_array(F.collect_list(_position)).alias("positions"),
+    ).where("copies > 1")
     yield from _per_endpoint("EO101", g, ctx)
 
 
 def message_under_several_tokens(ctx: AuditContext) -> Iterator[Hit]:
     """EO102: one logical message carried by two or more tokens: each token lets it through once."""
-    g = _flagged(ctx.valid_records, ["endpoint", "topic", "message_id"], F.min("token_id") != F.max("token_id"),
-                 [F.countDistinct("token_id").alias("tokens"), F.sort_array(F.collect_set("token_id")).alias("token_ids"),
-                  F.sort_array(F.collect_list(_position)).alias("positions")])
+    g = _flagged_messages(ctx).where("several_tokens").groupBy(*_MESSAGE).agg(
+        F.countDistinct("token_id").alias("tokens"), F.sort_array(F.collect_set("token_id")).alias("token_ids"),
+        F.sort_array(F.collect_list(_position)).alias("positions"),
+    ).where("tokens > 1")
     yield from _per_endpoint("EO102", g, ctx)
 
 
 def sequence_on_several_messages(ctx: AuditContext) -> Iterator[Hit]:
     """EO103: PIP-6 (producer, sequence) reused by different message ids."""
+    keys = ["endpoint", "topic", "producer", "seq"]
     r = ctx.valid_records.where(F.col("producer").isNotNull() & F.col("seq").isNotNull())
-    g = _flagged(r, ["endpoint", "topic", "producer", "seq"], F.min("message_id") != F.max("message_id"),
-                 [F.countDistinct("message_id").alias("messages"),
-                  F.sort_array(F.collect_set("message_id")).alias("message_ids"),
-                  F.sort_array(F.collect_list(_position)).alias("positions")])
+    hits = ctx.keys(r.groupBy(*keys).agg(
+        (F.min(_h("message_id")) != F.max(_h("message_id"))).alias("_hit")).where("_hit").drop("_hit"))
+    g = r.join(hits, keys).groupBy(*keys).agg(
+        F.countDistinct("message_id").alias("messages"), F.sort_array(F.collect_set("message_id")).alias("message_ids"),
+        F.sort_array(F.collect_list(_position)).alias("positions"),
+    ).where("messages > 1")
     yield from _per_endpoint("EO103", g.withColumnRenamed("seq", "sequence"), ctx)
+
+
+_BUCKET_BITS = 15  # Spark's bitmaps hold 32768 bits (4 KiB): one bucket of sequence numbers each
+_GAP = "endpoint string, topic string, producer string, missing_from long, missing_to long"
+
+
+def _gap_decoder():
+    """A mapInArrow function: runs of missing sequence numbers inside each bucket's [lo, hi], read
+    from its bitmap (bit i of byte i // 8, least significant first). Built as a closure so that it
+    travels to the Python workers by value: executors need not have eoctl installed."""
+    bits = _BUCKET_BITS
+
+    def decode(batches):
+        import pyarrow as pa
+
+        for batch in batches:
+            out: dict[str, list] = {k: [] for k in ("endpoint", "topic", "producer", "missing_from", "missing_to")}
+            for row in batch.to_pylist():
+                base = row["bucket"] << bits
+                lo, hi = row["lo"] - base, row["hi"] - base
+                # set bits are present numbers; invert within [lo, hi] so set bits are the missing ones
+                missing = ~int.from_bytes(row["bitmap"], "little") & ((1 << (hi + 1)) - (1 << lo))
+                while missing:
+                    start = (missing & -missing).bit_length() - 1
+                    run = (missing >> start) & ~((missing >> start) + 1)  # the low run of ones
+                    length = run.bit_length()
+                    for k in ("endpoint", "topic", "producer"):
+                        out[k].append(row[k])
+                    out["missing_from"].append(base + start)
+                    out["missing_to"].append(base + start + length - 1)
+                    missing &= ~(((1 << length) - 1) << start)
+            yield pa.RecordBatch.from_pydict(out, schema=pa.schema([
+                ("endpoint", pa.string()), ("topic", pa.string()), ("producer", pa.string()),
+                ("missing_from", pa.int64()), ("missing_to", pa.int64())]))
+
+    return decode
 
 
 def sequence_gaps(ctx: AuditContext) -> Iterator[Hit]:
     """EO104: missing sequence numbers between a producer's lowest and highest, except those that
-    pending outbox entries hold (not sent yet: reported as stuck entries, EO301)."""
-    seqs = ctx.valid_records.where(F.col("producer").isNotNull() & F.col("seq").isNotNull()).select(
-        "endpoint", "topic", "producer", "seq").distinct()
-    w = Window.partitionBy("endpoint", "topic", "producer").orderBy("seq")
-    gaps = seqs.withColumn("next", F.lead("seq").over(w)).where(F.col("next") > F.col("seq") + 1).select(
-        "endpoint", "topic", "producer", (F.col("seq") + 1).alias("missing_from"),
-        (F.col("next") - 1).alias("missing_to"))
+    pending outbox entries hold (not sent yet: reported as stuck entries, EO301).
+
+    Sequence numbers are folded into bitmaps of 32768 (one row per producer and bucket, built by a
+    map-side aggregate, so the shuffle carries 1 bit per number instead of a row). Gaps inside a
+    bucket come from its bitmap; gaps between buckets from consecutive buckets' lowest and highest.
+    """
+    prod = ["endpoint", "topic", "producer"]
+    buckets = ctx.cached(("topics", "sequence buckets"), lambda: ctx.valid_records.where(
+        F.col("producer").isNotNull() & F.col("seq").isNotNull()).groupBy(
+        *prod, F.shiftright("seq", _BUCKET_BITS).alias("bucket")).agg(
+        F.bitmap_construct_agg(F.col("seq").bitwiseAND((1 << _BUCKET_BITS) - 1)).alias("bitmap"),
+        F.min("seq").alias("lo"), F.max("seq").alias("hi")))
+    inside = buckets.where(F.bitmap_count("bitmap") < F.col("hi") - F.col("lo") + 1).mapInArrow(
+        _gap_decoder(), _GAP)
+    nxt = F.lead("lo").over(Window.partitionBy(*prod).orderBy("bucket"))
+    between = buckets.withColumn("_next", nxt).where(F.col("_next") > F.col("hi") + 1).select(
+        *prod, (F.col("hi") + 1).alias("missing_from"), (F.col("_next") - 1).alias("missing_to"))
+    gaps = inside.unionByName(between)
     # By producer, not topic: archived topics are often renamed, the producer's name is not.
     pending = ctx.pending_outgoing.where(F.col("seq").isNotNull()).select(
         F.col("producer").alias("p_producer"), F.col("seq").alias("p_seq")).distinct()
     held = gaps.join(F.broadcast(pending), (gaps.producer == pending.p_producer)
                      & pending.p_seq.between(gaps.missing_from, gaps.missing_to)).groupBy(
-        "endpoint", "topic", "producer", "missing_from", "missing_to").agg(F.count(F.lit(1)).alias("held"))
-    unexplained = gaps.join(held, ["endpoint", "topic", "producer", "missing_from", "missing_to"], "left").where(
+        *prod, "missing_from", "missing_to").agg(F.count(F.lit(1)).alias("held"))
+    unexplained = gaps.join(held, [*prod, "missing_from", "missing_to"], "left").where(
         F.col("held").isNull() | (F.col("held") < F.col("missing_to") - F.col("missing_from") + 1)).drop("held")
     yield from _per_endpoint("EO104", unexplained.withColumn(
         "missing", F.col("missing_to") - F.col("missing_from") + 1), ctx)

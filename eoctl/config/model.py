@@ -66,6 +66,12 @@ class EngineConfig(Strict):
     postgres_jdbc_version: str = "42.7.14"
     duckdb_jdbc_version: str = "2.0.0.1"
     packages: list[str] = Field(default_factory=list, description="extra Maven coordinates")
+    scratch_dir: str | None = Field(
+        None,
+        description="where the audit keeps its working copy of the records, as Parquet (a URI every "
+        "executor can reach, e.g. hdfs:///tmp/eoctl); default: a temporary folder with a local master, "
+        "Spark's cache otherwise",
+    )
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings")
 
 

@@ -65,14 +65,6 @@ def normalize(df: DataFrame) -> DataFrame:
     return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
-def header_value(headers_col: str, name: str):
-    """The first header called `name` as a UTF-8 string, null when absent."""
-    from pyspark.sql import functions as F
-
-    matches = F.filter(F.col(headers_col), lambda h: h["key"] == F.lit(name))
-    return F.get(matches, 0)["value"].cast("string")
-
-
 def with_protocol_columns(df: DataFrame, names: HeaderNames) -> DataFrame:
     """Add one string column per protocol header (message_id, token_id, ...), by the configured names.
 
