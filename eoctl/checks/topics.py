@@ -18,7 +18,10 @@ def _per_endpoint(code: str, df, ctx: AuditContext) -> Iterator[Hit]:
             yield code, name, ", ".join(ctx.endpoints[name].input.topics), part
 
 
-_position = F.struct("partition", "offset")
+def _position():
+    return F.struct("partition", "offset")
+
+
 _MESSAGE = ["endpoint", "topic", "message_id"]
 
 # Detection aggregates compare 64-bit hashes instead of ids: a long is far cheaper to aggregate
@@ -43,7 +46,7 @@ def _flagged_messages(ctx: AuditContext):
 def redelivered_copies(ctx: AuditContext) -> Iterator[Hit]:
     """EO101: the same message id and token at more than one offset (harmless if handled)."""
     g = _flagged_messages(ctx).groupBy(*_MESSAGE, "token_id").agg(
-        F.count(F.lit(1)).alias("copies"), F.sort_array(F.collect_list(_position)).alias("positions"),
+        F.count(F.lit(1)).alias("copies"), F.sort_array(F.collect_list(_position())).alias("positions"),
     ).where("copies > 1")
     yield from _per_endpoint("EO101", g, ctx)
 
@@ -52,7 +55,7 @@ def message_under_several_tokens(ctx: AuditContext) -> Iterator[Hit]:
     """EO102: one logical message carried by two or more tokens: each token lets it through once."""
     g = _flagged_messages(ctx).where("several_tokens").groupBy(*_MESSAGE).agg(
         F.countDistinct("token_id").alias("tokens"), F.sort_array(F.collect_set("token_id")).alias("token_ids"),
-        F.sort_array(F.collect_list(_position)).alias("positions"),
+        F.sort_array(F.collect_list(_position())).alias("positions"),
     ).where("tokens > 1")
     yield from _per_endpoint("EO102", g, ctx)
 
@@ -65,7 +68,7 @@ def sequence_on_several_messages(ctx: AuditContext) -> Iterator[Hit]:
         (F.min(_h("message_id")) != F.max(_h("message_id"))).alias("_hit")).where("_hit").drop("_hit"))
     g = r.join(hits, keys).groupBy(*keys).agg(
         F.countDistinct("message_id").alias("messages"), F.sort_array(F.collect_set("message_id")).alias("message_ids"),
-        F.sort_array(F.collect_list(_position)).alias("positions"),
+        F.sort_array(F.collect_list(_position())).alias("positions"),
     ).where("messages > 1")
     yield from _per_endpoint("EO103", g.withColumnRenamed("seq", "sequence"), ctx)
 
