@@ -81,3 +81,18 @@ archive = "{archive}"
     expected = sorted((p, a, b) for p, seqs in sequences.items() for a, b in missing_runs(seqs))
     assert found == expected
     assert expected  # the case is not vacuous: producers a and b have gaps
+
+
+@pytest.mark.integration
+def test_working_copy_goes_to_scratch_dir_and_is_removed_afterwards(spark, tmp_path: Path) -> None:
+    from tests.helpers.servers import REPO
+
+    config = load_config(REPO / "samples" / "chaos" / "eoctl.toml")
+    scratch = tmp_path / "scratch"
+    config = config.model_copy(update={"engine": config.engine.model_copy(update={"scratch_dir": str(scratch)})})
+    during: list[list[str]] = []
+    report = run_audit(spark, config, AuditOptions(), ["EO105"],
+                       progress=lambda _m: during.append([p.name for p in scratch.glob("eoctl-audit-*")]))
+    assert report.scanned["records"] > 0
+    assert any(during[1:]), "the records were not written to the scratch folder"
+    assert not list(scratch.glob("eoctl-audit-*")), "the working copy was left behind"
