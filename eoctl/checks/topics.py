@@ -74,39 +74,41 @@ def sequence_on_several_messages(ctx: AuditContext) -> Iterator[Hit]:
 
 
 _BUCKET_BITS = 15  # Spark's bitmaps hold 32768 bits (4 KiB): one bucket of sequence numbers each
-_GAP = "endpoint string, topic string, producer string, missing_from long, missing_to long"
 
 
-def _gap_decoder():
-    """A mapInArrow function: runs of missing sequence numbers inside each bucket's [lo, hi], read
-    from its bitmap (bit i of byte i // 8, least significant first). Built as a closure so that it
-    travels to the Python workers by value: executors need not have eoctl installed."""
-    bits = _BUCKET_BITS
+def _gaps_inside(buckets):
+    """Runs of missing numbers inside each bucket's [lo, hi], read from its bitmap (bit k of byte
+    k div 8, least significant first) in Spark SQL: the bytes that are not all ones, then their
+    zero bits, then consecutive missing numbers joined into runs (row number minus number)."""
+    prod = ["endpoint", "topic", "producer"]
+    with_base = buckets.withColumn("base", F.shiftleft("bucket", _BUCKET_BITS))
+    holey = with_base.select(*prod, "bucket", "base", "lo", "hi", F.inline(F.expr(
+        "filter(transform(sequence(int((lo - base) div 8), int((hi - base) div 8)), "
+        "i -> named_struct('i', i, 'v', int(conv(hex(substring(bitmap, i + 1, 1)), 16, 10)))), x -> x.v != 255)")))
+    zero_bits = holey.select(*prod, "bucket", "base", "lo", "hi", "i", F.explode(
+        F.expr("filter(sequence(0, 7), b -> shiftright(v, b) & 1 = 0)")).alias("b"))
+    missing = zero_bits.select(*prod, "bucket", (F.col("base") + F.col("i") * 8 + F.col("b")).alias("n")).where(
+        (F.col("n") > F.col("lo")) & (F.col("n") < F.col("hi")))
+    island = F.col("n") - F.row_number().over(Window.partitionBy(*prod, "bucket").orderBy("n"))
+    return missing.withColumn("_run", island).groupBy(*prod, "bucket", "_run").agg(
+        F.min("n").alias("missing_from"), F.max("n").alias("missing_to")).drop("bucket", "_run")
 
-    def decode(batches):
-        import pyarrow as pa
 
-        for batch in batches:
-            out: dict[str, list] = {k: [] for k in ("endpoint", "topic", "producer", "missing_from", "missing_to")}
-            for row in batch.to_pylist():
-                base = row["bucket"] << bits
-                lo, hi = row["lo"] - base, row["hi"] - base
-                # set bits are present numbers; invert within [lo, hi] so set bits are the missing ones
-                missing = ~int.from_bytes(row["bitmap"], "little") & ((1 << (hi + 1)) - (1 << lo))
-                while missing:
-                    start = (missing & -missing).bit_length() - 1
-                    run = (missing >> start) & ~((missing >> start) + 1)  # the low run of ones
-                    length = run.bit_length()
-                    for k in ("endpoint", "topic", "producer"):
-                        out[k].append(row[k])
-                    out["missing_from"].append(base + start)
-                    out["missing_to"].append(base + start + length - 1)
-                    missing &= ~(((1 << length) - 1) << start)
-            yield pa.RecordBatch.from_pydict(out, schema=pa.schema([
-                ("endpoint", pa.string()), ("topic", pa.string()), ("producer", pa.string()),
-                ("missing_from", pa.int64()), ("missing_to", pa.int64())]))
+def _buckets(numbers):
+    """One row per (endpoint, topic, producer, bucket of 32768 numbers): bitmap, lowest, highest."""
+    return numbers.groupBy("endpoint", "topic", "producer", F.shiftright("seq", _BUCKET_BITS).alias("bucket")).agg(
+        F.bitmap_construct_agg(F.col("seq").bitwiseAND((1 << _BUCKET_BITS) - 1)).alias("bitmap"),
+        F.min("seq").alias("lo"), F.max("seq").alias("hi"))
 
-    return decode
+
+def _gaps(buckets):
+    """Every run of missing numbers between each producer's lowest and highest."""
+    prod = ["endpoint", "topic", "producer"]
+    inside = _gaps_inside(buckets.where(F.bitmap_count("bitmap") < F.col("hi") - F.col("lo") + 1))
+    nxt = F.lead("lo").over(Window.partitionBy(*prod).orderBy("bucket"))
+    between = buckets.withColumn("_next", nxt).where(F.col("_next") > F.col("hi") + 1).select(
+        *prod, (F.col("hi") + 1).alias("missing_from"), (F.col("_next") - 1).alias("missing_to"))
+    return inside.unionByName(between)
 
 
 def sequence_gaps(ctx: AuditContext) -> Iterator[Hit]:
@@ -115,20 +117,12 @@ def sequence_gaps(ctx: AuditContext) -> Iterator[Hit]:
 
     Sequence numbers are folded into bitmaps of 32768 (one row per producer and bucket, built by a
     map-side aggregate, so the shuffle carries 1 bit per number instead of a row). Gaps inside a
-    bucket come from its bitmap; gaps between buckets from consecutive buckets' lowest and highest.
+    bucket come from its bitmap (only buckets with fewer numbers than their span are read); gaps
+    between buckets from consecutive buckets' lowest and highest.
     """
     prod = ["endpoint", "topic", "producer"]
-    buckets = ctx.cached(("topics", "sequence buckets"), lambda: ctx.valid_records.where(
-        F.col("producer").isNotNull() & F.col("seq").isNotNull()).groupBy(
-        *prod, F.shiftright("seq", _BUCKET_BITS).alias("bucket")).agg(
-        F.bitmap_construct_agg(F.col("seq").bitwiseAND((1 << _BUCKET_BITS) - 1)).alias("bitmap"),
-        F.min("seq").alias("lo"), F.max("seq").alias("hi")))
-    inside = buckets.where(F.bitmap_count("bitmap") < F.col("hi") - F.col("lo") + 1).mapInArrow(
-        _gap_decoder(), _GAP)
-    nxt = F.lead("lo").over(Window.partitionBy(*prod).orderBy("bucket"))
-    between = buckets.withColumn("_next", nxt).where(F.col("_next") > F.col("hi") + 1).select(
-        *prod, (F.col("hi") + 1).alias("missing_from"), (F.col("_next") - 1).alias("missing_to"))
-    gaps = inside.unionByName(between)
+    numbers = ctx.valid_records.where(F.col("producer").isNotNull() & F.col("seq").isNotNull())
+    gaps = _gaps(ctx.cached(("topics", "sequence buckets"), lambda: _buckets(numbers)))
     # By producer, not topic: archived topics are often renamed, the producer's name is not.
     pending = ctx.pending_outgoing.where(F.col("seq").isNotNull()).select(
         F.col("producer").alias("p_producer"), F.col("seq").alias("p_seq")).distinct()

@@ -1,4 +1,4 @@
-"""EO104 sequence gaps: the bitmap decoder against a plain oracle (Hypothesis, no Spark), and the
+"""EO104 sequence gaps: the bitmap decoding against a plain oracle (Hypothesis), and the
 whole check on an archive whose gaps cross bucket boundaries, skip whole buckets and go negative."""
 
 from __future__ import annotations
@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eoctl.audit import run_audit
 from eoctl.checks.context import AuditOptions
-from eoctl.checks.topics import _BUCKET_BITS, _gap_decoder
+from eoctl.checks.topics import _BUCKET_BITS, _buckets, _gaps
 from eoctl.config import load_config
 from tests.helpers.configs import write_config
 
@@ -29,22 +28,19 @@ def missing_runs(present: set[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def bitmap_row(bucket: int, positions: set[int]) -> dict:
-    bits = 0
-    for p in positions:
-        bits |= 1 << p
-    base = bucket * BUCKET
-    return {"endpoint": "e", "topic": "t", "producer": "p", "bucket": bucket,
-            "bitmap": bits.to_bytes(BUCKET // 8, "little"), "lo": base + min(positions), "hi": base + max(positions)}
+numbers = st.lists(st.tuples(st.integers(-3 * BUCKET, 4 * BUCKET), st.integers(1, 3000)), min_size=1, max_size=6).map(
+    lambda runs: {start + k for start, length in runs for k in range(length)})
 
 
-@settings(max_examples=300, deadline=None)
-@given(bucket=st.integers(-3, 3), positions=st.sets(st.integers(0, BUCKET - 1), min_size=1, max_size=60))
-def test_decoder_finds_exactly_the_missing_runs_of_a_bucket(bucket: int, positions: set[int]) -> None:
-    batch = pa.RecordBatch.from_pylist([bitmap_row(bucket, positions)])
-    out = [row for b in _gap_decoder()(iter([batch])) for row in b.to_pylist()]
-    base = bucket * BUCKET
-    assert [(r["missing_from"], r["missing_to"]) for r in out] == missing_runs({base + p for p in positions})
+@pytest.mark.integration
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(by_producer=st.dictionaries(st.sampled_from("pqr"), numbers, min_size=1, max_size=3))
+def test_bitmap_gaps_equal_the_missing_runs(spark, by_producer: dict[str, set[int]]) -> None:
+    """Random runs of numbers, crossing bucket boundaries, skipping whole buckets, negative."""
+    rows = [("e", "t", p, n) for p, ns in by_producer.items() for n in ns]
+    df = spark.createDataFrame(rows, "endpoint string, topic string, producer string, seq long")
+    found = sorted((r.producer, r.missing_from, r.missing_to) for r in _gaps(_buckets(df)).collect())
+    assert found == sorted((p, a, b) for p, ns in by_producer.items() for a, b in missing_runs(ns))
 
 
 def _record(offset: int, producer: str, seq: int) -> dict:
