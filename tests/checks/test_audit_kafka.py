@@ -15,7 +15,7 @@ import pytest
 from eoctl.audit import run_audit
 from eoctl.checks.context import AuditOptions
 from eoctl.config import load_config
-from tests.helpers.configs import write_config
+from tests.helpers.configs import live_input_config
 from tests.helpers.kafka_data import commit_group_offsets, produce
 
 pytestmark = pytest.mark.integration
@@ -34,15 +34,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _config(tmp_path: Path, bootstrap: str, topic: str) -> Path:
-    return write_config(tmp_path, f"""
-        [kafka.main]
-        bootstrap_servers = "{bootstrap}"
-
-        [endpoints.billing.input]
-        topics = ["{topic}"]
-        kafka = "main"
-        group = "billing"
-    """)
+    return live_input_config(tmp_path, bootstrap, topic)
 
 
 def test_hanging_transaction(spark, kafka, tmp_path: Path) -> None:

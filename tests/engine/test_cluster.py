@@ -11,7 +11,7 @@ import pytest
 from eoctl.config import load_config
 from eoctl.sources.summary import summarize_input
 from tests.helpers.cli import run_eoctl
-from tests.helpers.configs import write_config
+from tests.helpers.configs import live_input_config
 from tests.helpers.kafka_data import commit_group_offsets, produce
 from tests.helpers.servers import unavailable
 
@@ -30,15 +30,7 @@ def live_config(kafka, tmp_path_factory) -> Path:
     records += [{"partition": 0, "value": b"no headers"}]
     produce(kafka.bootstrap, topic, records)
     commit_group_offsets(kafka.bootstrap, "billing", topic, {0: 30, 1: 10})
-    return write_config(tmp_path_factory.mktemp("live"), f"""
-        [kafka.main]
-        bootstrap_servers = "{kafka.bootstrap}"
-
-        [endpoints.billing.input]
-        topics = ["{topic}"]
-        kafka = "main"
-        group = "billing"
-    """)
+    return live_input_config(tmp_path_factory.mktemp("live"), kafka.bootstrap, topic)
 
 
 @pytest.fixture(scope="module")

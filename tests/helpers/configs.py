@@ -10,3 +10,16 @@ def write_config(folder: Path, text: str, name: str = "eoctl.toml") -> Path:
     path = folder / name
     path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
     return path
+
+
+def live_input_config(folder: Path, bootstrap: str, topic: str) -> Path:
+    """An endpoint `billing` reading `topic` live from the broker, as consumer group `billing`."""
+    return write_config(folder, f"""
+        [kafka.main]
+        bootstrap_servers = "{bootstrap}"
+
+        [endpoints.billing.input]
+        topics = ["{topic}"]
+        kafka = "main"
+        group = "billing"
+    """)
