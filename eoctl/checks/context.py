@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config, EndpointConfig, SinkConfig
+from eoctl.engine.frames import local_frame
 from eoctl.sources import OffsetRange, input_committed_offsets, read_input
 from eoctl.sources.tables import read_store_table, store_named
 
@@ -108,12 +109,12 @@ class AuditContext:
             if self.options.until is not None:
                 df = df.where(F.col("timestamp") < F.lit(self.options.until.replace(tzinfo=None)))
             rows = [(t, p, o) for t, parts in self.committed[name].items() for p, o in parts.items()]
-            commits = self.spark.createDataFrame(rows, "c_topic string, c_partition int, committed long")
+            commits = local_frame(self.spark, rows, "c_topic string, c_partition int, committed long")
             df = df.join(F.broadcast(commits), (df.topic == commits.c_topic) & (df.partition == commits.c_partition),
                          "left").drop("c_topic", "c_partition")
             frames.append(df.withColumn("endpoint", F.lit(name)))
         if not frames:
-            return self.spark.createDataFrame([], _EMPTY_RECORDS)
+            return local_frame(self.spark, [], _EMPTY_RECORDS)
         df = reduce(lambda a, b: a.unionByName(b), frames)
         df = df.withColumn("processed", F.coalesce(F.col("offset") < F.col("committed"), F.lit(False)))
         df = df.withColumn("seq", F.col("sequence").try_cast("long"))
@@ -209,7 +210,7 @@ class AuditContext:
                 F.from_json(F.col("m.headers")[self.config.protocol.headers.blobs], BLOB_REFS).alias("blob_refs"),
             ))
         if not frames:
-            return self.spark.createDataFrame([], _EMPTY_OUTGOING)
+            return local_frame(self.spark, [], _EMPTY_OUTGOING)
         return self.persist(reduce(lambda a, b: a.unionByName(b), frames))
 
     @cached_property

@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 
 from eoctl.checks import Hit
 from eoctl.checks.context import AuditContext
+from eoctl.engine.frames import local_frame
 
 
 def _tokens(ctx: AuditContext) -> Iterator[tuple[str, object]]:
@@ -103,6 +104,6 @@ def committed_below_log_start(ctx: AuditContext) -> Iterator[Hit]:
         lost = [(t, p, c, starts[(t, p)], starts[(t, p)] - c)
                 for t, parts in ctx.committed[name].items() for p, c in parts.items()
                 if (t, p) in starts and c < starts[(t, p)]]
-        df = ctx.spark.createDataFrame(
+        df = local_frame(ctx.spark, 
             lost, "topic string, partition int, committed long, log_start long, records_lost long")
         yield "EO204", name, ", ".join(ep.input.topics), df

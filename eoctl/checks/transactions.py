@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from eoctl.checks import Hit
 from eoctl.checks.context import AuditContext
+from eoctl.engine.frames import local_frame
 
 _SCHEMA = ("topic string, partition int, last_stable_offset long, high_watermark long, "
            "first_unstable_timestamp timestamp, age_seconds long")
@@ -50,4 +51,4 @@ def hanging_transactions(ctx: AuditContext) -> Iterator[Hit]:
             if age > ctx.options.transaction_timeout:
                 rows.append((p.topic, p.partition, p.last_stable, p.high_watermark,
                              since.replace(tzinfo=None), int(age.total_seconds())))
-        yield "EO601", name, ", ".join(ep.input.topics), ctx.spark.createDataFrame(rows, _SCHEMA)
+        yield "EO601", name, ", ".join(ep.input.topics), local_frame(ctx.spark, rows, _SCHEMA)

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config
+from eoctl.engine.frames import local_frame
 from eoctl.sources import OffsetRange, input_committed_offsets, read_input
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def summarize_input(
 
     # Committed offsets travel as a tiny broadcast table, never the records to the driver.
     rows = [(t, p, o) for t, parts in committed.items() for p, o in parts.items()]
-    commits = spark.createDataFrame(rows, "c_topic string, c_partition int, committed long")
+    commits = local_frame(spark, rows, "c_topic string, c_partition int, committed long")
     joined = df.join(
         F.broadcast(commits),
         (df.topic == commits.c_topic) & (df.partition == commits.c_partition),
