@@ -6,15 +6,16 @@ import datetime as dt
 import re
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eoctl.checks.context import AuditContext, AuditOptions
 from eoctl.config.model import Config
+from eoctl.engine.evidence import materialize
 from eoctl.errors import UsageError
 from eoctl.report.findings import CATALOG, AuditReport, Finding
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 _CODE = re.compile(r"^EO\d{1,3}$")
 
@@ -33,42 +34,6 @@ def select_codes(select: list[str] | None, ignore: list[str] | None) -> list[str
 
     chosen = expand(select, "--select") if select else set(CATALOG)
     return sorted(chosen - (expand(ignore, "--ignore") if ignore else set()))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    return value
-
-
-def _materialize(df: DataFrame, options: AuditOptions, stem: str) -> tuple[int, list[dict[str, Any]], str | None]:
-    """Count a finding's evidence and bring back at most `evidence_rows` of it; the rest of a large
-    evidence set is written as Parquet beside the report, never collected.
-
-    The evidence is computed once (count) and kept (memory, then disk) while it is sampled and
-    written: a check's plan is the costly part, never the evidence it ends in.
-    """
-    from pyspark import StorageLevel
-
-    df = df.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        count = df.count()
-        if not count:
-            return 0, [], None
-        rows = [_jsonable(r.asDict(recursive=True)) for r in df.limit(options.evidence_rows).collect()]
-        path = None
-        if count > options.evidence_rows and options.evidence_dir is not None:
-            path = str(options.evidence_dir / f"{stem}.parquet")
-            df.write.mode("overwrite").parquet(path)
-        return count, rows, path
-    finally:
-        df.unpersist()
 
 
 def run_audit(
@@ -97,7 +62,8 @@ def run_audit(
         for code in codes:
             step(f"{code}: {CATALOG[code].title}")
             for _code, endpoint, where, df in checks[code](ctx):
-                count, rows, path = _materialize(df, options, f"{report.run['id']}-{code}-{endpoint}")
+                count, rows, path = materialize(df, options.evidence_rows, options.evidence_dir,
+                                                f"{report.run['id']}-{code}-{endpoint}")
                 if count:
                     report.findings.append(Finding(code, endpoint, where, count, rows, path))
     finally:

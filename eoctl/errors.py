@@ -15,6 +15,8 @@ class ExitCode(IntEnum):
     USAGE = 2
     #: the run could not complete: a server, a Spark job or a file failed
     RUNTIME = 3
+    #: another run of the same command holds the lease (gc, replay): nothing was changed
+    LOCKED = 4
 
 
 class EoctlError(Exception):
@@ -53,3 +55,9 @@ class EngineError(EoctlError):
     """The Spark engine could not start or lost its session."""
 
     exit_code = ExitCode.RUNTIME
+
+
+class LeaseHeld(EoctlError):
+    """Another run of the same command holds the single-runner lease."""
+
+    exit_code = ExitCode.LOCKED

@@ -16,12 +16,18 @@ from eoctl.checks.context import BLOB_REFS, AuditContext
 from eoctl.errors import SourceError
 
 
-def _prefix_path(uri: str) -> str:
+def prefix_path(uri: str) -> str:
     parsed = urlparse(uri)
     return (parsed.netloc + parsed.path if parsed.scheme not in ("", "file") else parsed.path).rstrip("/") + "/"
 
 
-def _listing(ctx: AuditContext, name: str, with_hash: bool = False):
+def relative_name(uri, prefix: str):
+    """A blob reference as a name relative to the prefix (absolute URIs under it are shortened)."""
+    start = F.instr(uri, prefix)
+    return F.when(start > 0, uri.substr(start + len(prefix), F.lit(1 << 30))).otherwise(uri)
+
+
+def listing(ctx: AuditContext, name: str, with_hash: bool = False):
     """name (relative to the prefix), size, modified[, sha256] of every blob under the prefix."""
     return ctx.cached(("blobs", name, with_hash), lambda: _list(ctx, name, with_hash))
 
@@ -31,7 +37,7 @@ def _list(ctx: AuditContext, name: str, with_hash: bool):
 
     uri = ctx.endpoints[name].blobs
     assert uri is not None
-    prefix = _prefix_path(uri)
+    prefix = prefix_path(uri)
     try:
         files = ctx.spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(uri)
     except AnalysisException as exc:
@@ -45,13 +51,11 @@ def _list(ctx: AuditContext, name: str, with_hash: bool):
 
 def _references(ctx: AuditContext, name: str):
     """Blob references in records sent by this endpoint: name, expected sha256, the record."""
-    prefix = _prefix_path(ctx.endpoints[name].blobs or "")
+    prefix = prefix_path(ctx.endpoints[name].blobs or "")
     r = ctx.valid_records.where((F.col("producer") == name) & F.col("blobs").isNotNull())
     refs = r.select("topic", "partition", "offset", "message_id", F.explode(F.from_json("blobs", BLOB_REFS)).alias("b"))
     # absolute URIs under the prefix become relative names
-    uri = F.col("b.uri")
-    rel = F.when(F.instr(uri, prefix) > 0, F.expr(f"substring(b.uri, instr(b.uri, '{prefix}') + {len(prefix)})")).otherwise(uri)
-    return refs.select("topic", "partition", "offset", "message_id", rel.alias("name"),
+    return refs.select("topic", "partition", "offset", "message_id", relative_name(F.col("b.uri"), prefix).alias("name"),
                        F.col("b.sha256").alias("expected_sha256"))
 
 
@@ -66,7 +70,7 @@ def orphan_blobs(ctx: AuditContext) -> Iterator[Hit]:
         published = _references(ctx, name).select("name")
         pending = ctx.pending_outgoing.where(F.col("sender") == name).select(
             F.explode("blob_refs.uri").alias("name"))
-        orphans = (_listing(ctx, name).where(F.col("modified") < ctx.ts(ctx.options.grace))
+        orphans = (listing(ctx, name).where(F.col("modified") < ctx.ts(ctx.options.grace))
                    .join(published, "name", "left_anti").join(pending, "name", "left_anti"))
         intents = ctx.intents
         if intents is not None:
@@ -80,14 +84,14 @@ def orphan_blobs(ctx: AuditContext) -> Iterator[Hit]:
 def dangling_references(ctx: AuditContext) -> Iterator[Hit]:
     """EO402: a record publishes a blob the prefix does not have: its data is lost."""
     for name in _with_blobs(ctx):
-        listing = _listing(ctx, name).select("name")
-        yield "EO402", name, ctx.endpoints[name].blobs, _references(ctx, name).join(listing, "name", "left_anti")
+        names = listing(ctx, name).select("name")
+        yield "EO402", name, ctx.endpoints[name].blobs, _references(ctx, name).join(names, "name", "left_anti")
 
 
 def hash_mismatches(ctx: AuditContext) -> Iterator[Hit]:
     """EO403: the blob's content is not what its message's sha256 says (overwritten or changed)."""
     for name in _with_blobs(ctx):
-        listing = _listing(ctx, name, with_hash=True).select("name", "actual_sha256")
+        hashed = listing(ctx, name, with_hash=True).select("name", "actual_sha256")
         refs = _references(ctx, name)
-        bad = refs.join(listing, "name").where(F.lower(F.col("expected_sha256")) != F.col("actual_sha256"))
+        bad = refs.join(hashed, "name").where(F.lower(F.col("expected_sha256")) != F.col("actual_sha256"))
         yield "EO403", name, ctx.endpoints[name].blobs, bad

@@ -290,6 +290,26 @@ class ProtocolConfig(Strict):
     headers: HeaderNames = HeaderNames()
 
 
+class OpsConfig(Strict):
+    """Bookkeeping of the commands that change things (gc-tokens, gc-blobs, replay-outbox)."""
+
+    store: str | None = Field(
+        None, description="store holding the lease and the run log; default: the first endpoint's store")
+    quarantine: str = Field(
+        ".eoctl-quarantine",
+        description="folder under each blob prefix where gc-blobs moves blobs before they are purged "
+                    "(a leading dot keeps Spark's listing, and so the audit, from seeing them)")
+    lease_ttl_seconds: int = Field(
+        600, ge=30, description="a lease whose holder stopped renewing it for this long may be taken over")
+
+    @field_validator("quarantine")
+    @classmethod
+    def _relative_folder(cls, value: str) -> str:
+        if not value or value.startswith("/") or ".." in value.split("/"):
+            raise ValueError("quarantine must be a folder name relative to the blob prefix, like .eoctl-quarantine")
+        return value.strip("/")
+
+
 class Config(Strict):
     """The whole configuration. `source` is where it was loaded from (not a file key)."""
 
@@ -298,9 +318,12 @@ class Config(Strict):
     kafka: dict[str, KafkaConnection] = Field(default_factory=dict)
     stores: dict[str, Store] = Field(default_factory=dict)
     endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)
+    ops: OpsConfig = OpsConfig()
 
     @model_validator(mode="after")
     def _references_exist(self) -> Config:
+        if self.ops.store is not None and self.ops.store not in self.stores:
+            raise ValueError(f"ops.store names {self.ops.store!r}, which is not a [stores.*] entry")
         for name, ep in self.endpoints.items():
             where = f"endpoints.{name}"
             if ep.input and ep.input.kafka and ep.input.kafka not in self.kafka:
@@ -313,6 +336,17 @@ class Config(Strict):
                 if sink.store is not None and sink.store not in self.stores:
                     raise ValueError(f"{where}.sinks[{i}] uses store {sink.store!r}, which is not a [stores.*] entry")
         return self
+
+    def control_store(self) -> str:
+        """The store of the lease and the run log of the commands that change things."""
+        if self.ops.store:
+            return self.ops.store
+        for ep in self.endpoints.values():
+            if ep.store:
+                return ep.store
+        from eoctl.errors import UsageError
+
+        raise UsageError("no store for the lease and run log: set ops.store or an endpoint's store")
 
     def endpoint(self, name: str) -> EndpointConfig:
         try:

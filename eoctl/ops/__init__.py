@@ -1,0 +1,1 @@
+"""The commands that change things (gc, replay): plan with Spark, change in small guarded batches."""

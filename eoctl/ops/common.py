@@ -1,0 +1,148 @@
+"""What gc-tokens and gc-blobs share: options, the per-endpoint tally, metrics, the run frame."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eoctl.config.model import Config, EndpointConfig
+from eoctl.ops.lease import Lease, RunLog
+
+
+def new_run_id() -> str:
+    """Sortable by time, unique across hosts: 20261121T031500Z-1a2b3c4d."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+
+
+@dataclass
+class GcOptions:
+    grace: dt.timedelta = dt.timedelta(hours=24)
+    max_deletes: int = 10_000
+    batch_size: int = 500
+    retention: dt.timedelta = dt.timedelta(days=7)
+    endpoints: list[str] | None = None
+    execute: bool = False
+    evidence_rows: int = 100
+    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc))
+
+    @property
+    def cutoff(self) -> dt.datetime:
+        return self.now - self.grace
+
+
+@dataclass
+class Tally:
+    """One endpoint's line of the plan/execution table (the same table either way)."""
+
+    endpoint: str
+    garbage: int = 0  # classified garbage, any age
+    planned: int = 0  # garbage past the grace period, within --max-deletes
+    deleted: int = 0  # removed by this run (journaled or quarantined first)
+    skipped_young: int = 0  # garbage within the grace period: left for a later run
+    skipped_over_limit: int = 0  # past --max-deletes: left for the next run
+    skipped_changed: int = 0  # changed since the plan (re-checked in the delete's transaction)
+
+
+@dataclass
+class GcResult:
+    command: str
+    run_id: str
+    executed: bool
+    grace_seconds: int
+    tallies: list[Tally]
+    sample: list[dict[str, Any]] = field(default_factory=list)  # first planned rows (evidence)
+    finished_leftovers: list[str] = field(default_factory=list)  # killed runs this run completed
+    purged: int = 0  # journal rows / quarantined blobs past --retention removed for good
+    duration_seconds: float = 0.0
+
+    def totals(self) -> dict[str, int]:
+        keys = ("garbage", "planned", "deleted", "skipped_young", "skipped_over_limit", "skipped_changed")
+        return {k: sum(getattr(t, k) for t in self.tallies) for k in keys}
+
+    def summary(self) -> dict[str, Any]:
+        """The one-line JSON summary for cron."""
+        return {"command": self.command, "run_id": self.run_id, "executed": self.executed,
+                "grace_seconds": self.grace_seconds, **self.totals(), "purged": self.purged,
+                "finished_leftovers": self.finished_leftovers, "duration_seconds": round(self.duration_seconds, 3),
+                "endpoints": [asdict(t) for t in self.tallies]}
+
+
+@dataclass
+class RestoreResult:
+    command: str
+    run_id: str
+    restored: dict[str, int]  # what -> rows or blobs put back
+    already_restored: bool = False
+
+
+def selected(config: Config, names: list[str] | None) -> dict[str, EndpointConfig]:
+    return {n: config.endpoint(n) for n in (names or list(config.endpoints))}
+
+
+def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def run_changing(config: Config, command: str, run_id: str, work: Callable[[Lease, RunLog], GcResult]) -> GcResult:
+    """Hold the lease and log the run around `work`; a failure leaves the run 'running' for the
+    next run to finish, and always releases the lease (a kill leaves it for the takeover rule)."""
+    started = time.monotonic()
+    log = RunLog(config)
+    with Lease(config, command, run_id) as lease:
+        log.start(run_id, command)
+        try:
+            result = work(lease, log)
+        except BaseException:
+            log.set_status(run_id, "failed")
+            raise
+        result.duration_seconds = time.monotonic() - started
+        log.finish(run_id, "finished", result.summary())
+    return result
+
+
+def write_metrics(path: Path, result: GcResult, success: bool) -> None:
+    """Prometheus textfile-collector format, written atomically (the collector never reads half a file).
+    `last_success_timestamp_seconds` is carried over from the previous file when this run failed."""
+    name = result.command.replace("-", "_")
+    previous_success = None
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith(f"eoctl_{name}_last_success_timestamp_seconds "):
+                previous_success = line.split()[1]
+    totals = result.totals() if success else {}
+    lines: list[str] = []
+
+    def metric(metric_name: str, kind: str, help_text: str, samples: list[tuple[str, Any]]) -> None:
+        lines.append(f"# HELP eoctl_{name}_{metric_name} {help_text}")
+        lines.append(f"# TYPE eoctl_{name}_{metric_name} {kind}")
+        for labels, value in samples:
+            lines.append(f"eoctl_{name}_{metric_name}{labels} {value}")
+
+    if success:
+        for key, help_text in (("planned", "items planned for removal (garbage past the grace period)"),
+                               ("deleted", "items removed (journaled or quarantined first)"),
+                               ("skipped_young", "garbage left because it is younger than the grace period"),
+                               ("skipped_over_limit", "garbage left for the next run by --max-deletes"),
+                               ("skipped_changed", "items that changed between plan and delete")):
+            metric(key, "gauge", help_text, [("", totals[key])] + [
+                (f'{{endpoint="{t.endpoint}"}}', getattr(t, key)) for t in result.tallies])
+        metric("duration_seconds", "gauge", "wall time of the last run", [("", round(result.duration_seconds, 3))])
+    metric("last_run_success", "gauge", "1 when the last run succeeded", [("", 1 if success else 0)])
+    metric("last_run_timestamp_seconds", "gauge", "when the last run ended", [("", int(time.time()))])
+    last = str(int(time.time())) if success else previous_success
+    if last is not None:
+        metric("last_success_timestamp_seconds", "gauge", "when a run last succeeded", [("", last)])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)

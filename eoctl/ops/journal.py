@@ -1,0 +1,113 @@
+"""Journals: what a gc run removed from a table, kept beside it so `--restore RUN` can put it back.
+
+A journal is `eoctl_journal_<table>` in the same store and schema, with the table's own columns
+and types plus the run id and the removal time. Rows are journaled and deleted in one transaction,
+so a kill at any point leaves either both or neither.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from eoctl.config.model import Config, IntentColumns
+from eoctl.ops.lease import utcnow
+from eoctl.sources.tables import quote_ident, store_named
+from eoctl.stores.db import StoreConfig, in_list, open_db
+
+JOURNAL_EXTRA = (("eoctl_run_id", "varchar"), ("eoctl_removed_at", "timestamptz"))
+
+
+def journal_of(table: str) -> str:
+    return f"eoctl_journal_{table}"
+
+
+def q(name: str) -> str:
+    return quote_ident(name)
+
+
+@dataclass(frozen=True)
+class IntentTable:
+    store_name: str
+    store: StoreConfig
+    table: str
+    cols: IntentColumns
+
+
+def intent_table(config: Config, name: str) -> IntentTable | None:
+    ep = config.endpoint(name)
+    store = ep.store_of(ep.intents)
+    if store is None:
+        return None
+    return IntentTable(store, store_named(config, store), ep.intents.table, ep.intents.columns)
+
+
+def intent_tables(config: Config) -> list[IntentTable]:
+    seen: dict[tuple[str, str], IntentTable] = {}
+    for name in config.endpoints:
+        it = intent_table(config, name)
+        if it is not None:
+            seen.setdefault((it.store_name, it.table), it)
+    return list(seen.values())
+
+
+def journal_and_delete_intents(it: IntentTable, kind: str, intent_ids: list[str], refs: list[str],
+                               run_id: str) -> int:
+    """In the intents' store: journal and delete the `kind` intents among `intent_ids` whose ref
+    is one of `refs` (tokens or blobs this run removed). One transaction per 500 intents."""
+    c = it.cols
+    journal = journal_of(it.table)
+    removed = 0
+    with open_db(it.store) as db:
+        cols = db.ensure_copy_table(it.table, journal, JOURNAL_EXTRA)
+        col_list = ", ".join(q(x) for x in cols)
+        for start in range(0, len(intent_ids), 500):
+            part = intent_ids[start:start + 500]
+            with db.tx():
+                db.execute(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
+                           f"select {col_list}, %s, %s from {db.table(it.table)} where {q(c.intent_id)} in "
+                           f"{in_list(part)} and {q(c.kind)} = %s and {q(c.ref)} in {in_list(refs)}",
+                           [run_id, utcnow(), *part, kind, *refs])
+                removed += db.rowcount(
+                    f"delete from {db.table(it.table)} where {q(c.intent_id)} in (select {q(c.intent_id)} "
+                    f"from {db.table(journal)} where eoctl_run_id = %s) and {q(c.intent_id)} in {in_list(part)}",
+                    [run_id, *part])
+    return removed
+
+
+def intents_naming(it: IntentTable, kind: str, refs: list[str]) -> list[str]:
+    """Ids of the `kind` intents whose ref is one of `refs`."""
+    c = it.cols
+    with open_db(it.store) as db:
+        if db.columns(it.table) is None:
+            return []
+        return [r[0] for r in db.execute(
+            f"select {q(c.intent_id)} from {db.table(it.table)} where {q(c.kind)} = %s and {q(c.ref)} in "
+            f"{in_list(refs)}", [kind, *refs])]
+
+
+def restore_table(store: StoreConfig, table: str, key: str, run_id: str) -> int:
+    """Copy a run's journaled rows back (rows whose key the table has again are left alone)."""
+    journal = journal_of(table)
+    with open_db(store) as db:
+        cols = db.columns(table)
+        if cols is None or db.columns(journal) is None:
+            return 0
+        col_list = ", ".join(q(x) for x in cols)
+        with db.tx():
+            n = db.rowcount(f"insert into {db.table(table)} ({col_list}) select {col_list} from {db.table(journal)} j "
+                            f"where j.eoctl_run_id = %s and j.{q(key)} not in (select {q(key)} from {db.table(table)})",
+                            [run_id])
+            db.execute(f"delete from {db.table(journal)} where eoctl_run_id = %s", [run_id])
+    return n
+
+
+def purge_journal(store: StoreConfig, table: str, before: dt.datetime, where: str = "", params: tuple = ()) -> int:
+    """Remove journal rows older than `before` for good (they can no longer be restored)."""
+    journal = journal_of(table)
+    with open_db(store) as db:
+        if db.columns(journal) is None:
+            return 0
+        with db.tx():
+            return db.rowcount(f"delete from {db.table(journal)} where eoctl_removed_at < %s{where}",
+                               [before, *params])

@@ -1,0 +1,151 @@
+"""A single-runner lease and a run log in the control store, so two cron runs never overlap.
+
+The lease is a row taken with compare-and-set writes (no lock held between statements). A run that
+was killed leaves its row behind; the next run takes it over when the holder's process is gone
+(same host) or when the holder stopped renewing it for `ops.lease_ttl_seconds`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from eoctl.config.model import Config
+from eoctl.errors import LeaseHeld
+from eoctl.sources.tables import store_named
+from eoctl.stores.db import Db, open_db
+
+LEASES = "eoctl_leases"
+RUNS = "eoctl_runs"
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:  # a killed child not yet reaped is a zombie: gone
+            if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+    except (OSError, IndexError):
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _ensure_tables(db: Db) -> None:
+    db.execute(f"create table if not exists {db.table(LEASES)} (name varchar primary key, run_id varchar not null, "
+               "holder_host varchar not null, holder_pid bigint not null, acquired_at timestamptz not null, "
+               "renewed_at timestamptz not null)")
+    db.execute(f"create table if not exists {db.table(RUNS)} (run_id varchar primary key, command varchar not null, "
+               "started_at timestamptz not null, finished_at timestamptz, status varchar not null, summary varchar)")
+
+
+@dataclass
+class Lease:
+    """The right to run `name`; use as a context manager around the work."""
+
+    config: Config
+    name: str
+    run_id: str
+
+    def _db(self):
+        return open_db(store_named(self.config, self.config.control_store()))
+
+    def acquire(self) -> Lease:
+        host, pid, now = socket.gethostname(), os.getpid(), utcnow()
+        ttl = dt.timedelta(seconds=self.config.ops.lease_ttl_seconds)
+        with self._db() as db:
+            _ensure_tables(db)
+            rows = db.execute(f"select run_id, holder_host, holder_pid, renewed_at from {db.table(LEASES)} "
+                              "where name = %s", [self.name])
+            if not rows:
+                try:
+                    db.execute(f"insert into {db.table(LEASES)} values (%s, %s, %s, %s, %s, %s)",
+                               [self.name, self.run_id, host, pid, now, now])
+                except Exception as exc:  # a concurrent run inserted first (unique key)
+                    if "duplicate" not in str(exc).lower() and "constraint" not in str(exc).lower():
+                        raise
+                    raise LeaseHeld(f"another {self.name} run took the lease at the same moment") from None
+            else:
+                old_run, old_host, old_pid, renewed = rows[0]
+                renewed = renewed if renewed.tzinfo else renewed.replace(tzinfo=dt.timezone.utc)
+                stale = now - renewed > ttl or (old_host == host and not _pid_alive(int(old_pid)))
+                if not stale:
+                    age = int((now - renewed).total_seconds())
+                    raise LeaseHeld(f"{self.name} is already running: run {old_run} on {old_host} pid {old_pid}, "
+                                    f"lease renewed {age}s ago")
+                # compare-and-set on the old holder: of two runs taking over, one wins
+                taken = db.rowcount(f"update {db.table(LEASES)} set run_id = %s, holder_host = %s, holder_pid = %s, "
+                                    "acquired_at = %s, renewed_at = %s where name = %s and run_id = %s",
+                                    [self.run_id, host, pid, now, now, self.name, old_run])
+                if taken != 1:
+                    raise LeaseHeld(f"another {self.name} run took over the stale lease at the same moment")
+        return self
+
+    def renew(self) -> None:
+        with self._db() as db:
+            kept = db.rowcount(f"update {db.table(LEASES)} set renewed_at = %s where name = %s and run_id = %s",
+                               [utcnow(), self.name, self.run_id])
+        if kept != 1:
+            raise LeaseHeld(f"the {self.name} lease of run {self.run_id} was taken over; stopping")
+
+    def release(self) -> None:
+        with self._db() as db:
+            db.execute(f"delete from {db.table(LEASES)} where name = %s and run_id = %s", [self.name, self.run_id])
+
+    def __enter__(self) -> Lease:
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class RunLog:
+    """One row per run of a command that changes things: when, what, how it ended."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def _db(self):
+        return open_db(store_named(self.config, self.config.control_store()))
+
+    def start(self, run_id: str, command: str) -> None:
+        with self._db() as db:
+            _ensure_tables(db)
+            db.execute(f"insert into {db.table(RUNS)} values (%s, %s, %s, null, 'running', null)",
+                       [run_id, command, utcnow()])
+
+    def finish(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
+        with self._db() as db:
+            db.execute(f"update {db.table(RUNS)} set finished_at = %s, status = %s, summary = %s where run_id = %s",
+                       [utcnow(), status, json.dumps(summary, default=str), run_id])
+
+    def unfinished(self, command: str, current: str) -> list[str]:
+        """Runs of `command` that never finished (killed or failed): the next run finishes their leftovers."""
+        with self._db() as db:
+            _ensure_tables(db)
+            rows = db.execute(f"select run_id from {db.table(RUNS)} where command = %s and status in ('running', 'failed') "
+                              "and run_id <> %s order by started_at", [command, current])
+        return [r[0] for r in rows]
+
+    def get(self, run_id: str) -> tuple[str, str] | None:
+        """(command, status) of a run, or None."""
+        with self._db() as db:
+            _ensure_tables(db)
+            rows = db.execute(f"select command, status from {db.table(RUNS)} where run_id = %s", [run_id])
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def set_status(self, run_id: str, status: str) -> None:
+        with self._db() as db:
+            db.execute(f"update {db.table(RUNS)} set status = %s where run_id = %s", [status, run_id])
