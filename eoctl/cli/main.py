@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl import __version__
-from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, jars_cmd, sources_cmd
+from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, gc_cmd, jars_cmd, sources_cmd
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.errors import EoctlError, ExitCode
 
@@ -31,6 +31,12 @@ app.command("audit", epilog="Example: eoctl --config samples/chaos/eoctl.toml au
     audit_cmd.audit
 )
 app.command("doctor", epilog="Example: eoctl --config samples/basic/eoctl.toml doctor")(doctor_cmd.doctor)
+app.command("reconcile-tokens", epilog="Example: eoctl --config samples/chaos/eoctl.toml reconcile-tokens --grace 0s")(
+    gc_cmd.reconcile_tokens
+)
+app.command("gc-tokens", epilog="Example: eoctl --config eoctl.toml --format json gc-tokens --execute "
+            "--metrics-file /var/lib/node_exporter/eoctl_gc_tokens.prom")(gc_cmd.gc_tokens)
+app.command("gc-blobs", epilog="Example: eoctl --config eoctl.toml gc-blobs --grace 48h --execute")(gc_cmd.gc_blobs)
 
 
 def _version(value: bool) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from eoctl.config.model import Config, EndpointConfig
+from eoctl.engine.evidence import jsonable
 from eoctl.ops.lease import Lease, RunLog
 
 
@@ -82,6 +83,20 @@ class RestoreResult:
     already_restored: bool = False
 
 
+def bound_to_limit(tallies: list[Tally], max_deletes: int) -> None:
+    """Trim the planned counts to --max-deletes in endpoint-name order, the order execution takes rows in."""
+    room = max_deletes
+    for t in tallies:
+        take = min(t.planned, room)
+        t.skipped_over_limit, t.planned, room = t.planned - take, take, room - take
+
+
+def sample_rows(collectable: Any, rows: int) -> list[dict[str, Any]]:
+    if collectable is None:
+        return []
+    return [jsonable(r.asDict(recursive=True)) for r in collectable.limit(rows).collect()]
+
+
 def selected(config: Config, names: list[str] | None) -> dict[str, EndpointConfig]:
     return {n: config.endpoint(n) for n in (names or list(config.endpoints))}
 
@@ -117,7 +132,6 @@ def write_metrics(path: Path, result: GcResult, success: bool) -> None:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.startswith(f"eoctl_{name}_last_success_timestamp_seconds "):
                 previous_success = line.split()[1]
-    totals = result.totals() if success else {}
     lines: list[str] = []
 
     def metric(metric_name: str, kind: str, help_text: str, samples: list[tuple[str, Any]]) -> None:
@@ -132,8 +146,8 @@ def write_metrics(path: Path, result: GcResult, success: bool) -> None:
                                ("skipped_young", "garbage left because it is younger than the grace period"),
                                ("skipped_over_limit", "garbage left for the next run by --max-deletes"),
                                ("skipped_changed", "items that changed between plan and delete")):
-            metric(key, "gauge", help_text, [("", totals[key])] + [
-                (f'{{endpoint="{t.endpoint}"}}', getattr(t, key)) for t in result.tallies])
+            # per endpoint only: a total beside labelled series would be double-counted by sum()
+            metric(key, "gauge", help_text, [(f'{{endpoint="{t.endpoint}"}}', getattr(t, key)) for t in result.tallies])
         metric("duration_seconds", "gauge", "wall time of the last run", [("", round(result.duration_seconds, 3))])
     metric("last_run_success", "gauge", "1 when the last run succeeded", [("", 1 if success else 0)])
     metric("last_run_timestamp_seconds", "gauge", "when the last run ended", [("", int(time.time()))])

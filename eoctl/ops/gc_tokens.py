@@ -19,9 +19,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config, TokenColumns
-from eoctl.engine.evidence import jsonable
 from eoctl.errors import UsageError
-from eoctl.ops.common import GcOptions, GcResult, RestoreResult, Tally, chunks, new_run_id, run_changing, selected
+from eoctl.ops.common import (
+    GcOptions,
+    GcResult,
+    RestoreResult,
+    Tally,
+    bound_to_limit,
+    chunks,
+    new_run_id,
+    run_changing,
+    sample_rows,
+    selected,
+)
 from eoctl.ops.journal import (
     JOURNAL_EXTRA,
     intent_table,
@@ -90,15 +100,7 @@ def plan(spark: SparkSession, config: Config, options: GcOptions) -> tuple[DataF
         frames.append(garbage.where(F.col("collectable")).select(
             "endpoint", "token_id", "message_id", "created_at", "reason", "intents"))
     collectable = reduce(lambda a, b: a.unionByName(b), frames) if frames else None
-    return collectable, tallies, ctx
-
-
-def _bounded(tallies: list[Tally], max_deletes: int) -> None:
-    """Trim the planned counts to --max-deletes, in endpoint order (the order rows are taken)."""
-    room = max_deletes
-    for t in tallies:
-        take = min(t.planned, room)
-        t.skipped_over_limit, t.planned, room = t.planned - take, take, room - take
+    return collectable, sorted(tallies, key=lambda t: t.endpoint), ctx
 
 
 def gc_tokens(spark: SparkSession, config: Config, options: GcOptions,
@@ -108,8 +110,8 @@ def gc_tokens(spark: SparkSession, config: Config, options: GcOptions,
         progress("classifying tokens")
         collectable, tallies, ctx = plan(spark, config, options)
         try:
-            _bounded(tallies, options.max_deletes)
-            sample = _sample(collectable, options.evidence_rows)
+            bound_to_limit(tallies, options.max_deletes)
+            sample = sample_rows(collectable, options.evidence_rows)
         finally:
             ctx.release()
         return GcResult(COMMAND, run_id, False, int(options.grace.total_seconds()), tallies, sample)
@@ -120,8 +122,8 @@ def gc_tokens(spark: SparkSession, config: Config, options: GcOptions,
         progress("classifying tokens")
         collectable, tallies, ctx = plan(spark, config, options)
         try:
-            _bounded(tallies, options.max_deletes)
-            sample = _sample(collectable, options.evidence_rows)
+            bound_to_limit(tallies, options.max_deletes)
+            sample = sample_rows(collectable, options.evidence_rows)
             if collectable is not None:
                 _execute(config, collectable, tallies, options, run_id, lease, progress)
         finally:
@@ -133,12 +135,6 @@ def gc_tokens(spark: SparkSession, config: Config, options: GcOptions,
     return run_changing(config, COMMAND, run_id, work)
 
 
-def _sample(collectable: DataFrame | None, rows: int) -> list[dict[str, Any]]:
-    if collectable is None:
-        return []
-    return [jsonable(r.asDict(recursive=True)) for r in collectable.limit(rows).collect()]
-
-
 # --------------------------------------------------------------------------------- execute
 
 
@@ -148,7 +144,8 @@ def _execute(config: Config, collectable: DataFrame, tallies: list[Tally], optio
 
     by_endpoint = {t.endpoint: t for t in tallies}
     # The rows to delete are bounded by --max-deletes; they are computed once and then streamed.
-    rows_df = collectable.limit(options.max_deletes).persist(StorageLevel.MEMORY_AND_DISK)
+    rows_df = collectable.orderBy("endpoint", "token_id").limit(options.max_deletes).persist(
+        StorageLevel.MEMORY_AND_DISK)
     try:
         rows_df.count()
         batch: list[Any] = []

@@ -18,14 +18,18 @@ Only garbage older than the grace period is collectable: the grace period guards
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import reduce
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from eoctl.checks.blobs import prefix_path, relative_name
-from eoctl.checks.context import BLOB_REFS, AuditContext
+from eoctl.checks.context import BLOB_REFS, AuditContext, AuditOptions
+from eoctl.config.model import Config
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 TOKEN_CLASSES = ("live", "referenced", "leaked", "garbage", "young")
 BLOB_CLASSES = ("published", "referenced", "garbage", "young")
@@ -171,7 +175,7 @@ def blob_classes(ctx: AuditContext, name: str) -> DataFrame | None:
     """Every blob under endpoint `name`'s prefix with its class (see the module doc)."""
     from pyspark.sql import functions as F
 
-    from eoctl.checks.blobs import listing
+    from eoctl.checks.blobs import listing, prefix_path, relative_name
 
     uri = ctx.config.endpoints[name].blobs
     if uri is None:
@@ -218,3 +222,62 @@ def blob_classes(ctx: AuditContext, name: str) -> DataFrame | None:
         "registered_by", "registered_for_message", "registered_attempt",
         F.coalesce(F.col("intents"), _empty_intents()).alias("intents"),
     )
+
+
+@dataclass
+class ClassEvidence:
+    endpoint: str
+    cls: str
+    count: int
+    rows: list[dict[str, Any]]
+    parquet: str | None = None
+
+
+@dataclass
+class ReconcileReport:
+    run: dict[str, Any]
+    #: endpoint -> class (the token classes, then "missing" for in-flight records without a token) -> count
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    evidence: list[ClassEvidence] = field(default_factory=list)
+
+
+def run_reconcile(spark: SparkSession, config: Config, *, endpoints: list[str] | None = None,
+                  grace: dt.timedelta = dt.timedelta(hours=24), evidence_rows: int = 100,
+                  evidence_dir: Path | None = None, now: dt.datetime | None = None,
+                  progress: Callable[[str], None] = lambda _m: None) -> ReconcileReport:
+    """Classify every token of the selected endpoints (evidence read from all of them)."""
+    from pyspark.sql import functions as F
+
+    from eoctl.engine.evidence import materialize
+    from eoctl.ops.common import new_run_id, selected
+
+    options = AuditOptions(grace=grace, **({"now": now} if now else {}))
+    ctx = AuditContext(spark, config, options)
+    run_id = new_run_id()
+    report = ReconcileReport(run={"id": run_id, "started_at": options.now.isoformat(),
+                                  "grace_seconds": int(grace.total_seconds())})
+    try:
+        for name in selected(config, endpoints):
+            progress(f"classifying the tokens of {name}")
+            classes = token_classes(ctx, name)
+            if classes is None:
+                continue
+            classes = ctx.persist(classes)
+            found = {r["class"]: r["count"] for r in classes.groupBy("class").count().collect()}
+            report.counts[name] = {c: found.get(c, 0) for c in TOKEN_CLASSES}
+            for cls in TOKEN_CLASSES:
+                if found.get(cls):
+                    count, rows, path = materialize(classes.where(F.col("class") == cls), evidence_rows,
+                                                    evidence_dir, f"{run_id}-{name}-{cls}")
+                    report.evidence.append(ClassEvidence(name, cls, count, rows, path))
+            progress(f"in-flight records of {name} without a token")
+            missing = missing_tokens(ctx, name)
+            assert missing is not None
+            count, rows, path = materialize(missing, evidence_rows, evidence_dir, f"{run_id}-{name}-missing")
+            report.counts[name]["missing"] = count
+            if count:
+                report.evidence.append(ClassEvidence(name, "missing", count, rows, path))
+    finally:
+        ctx.release()
+    report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
+    return report

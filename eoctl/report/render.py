@@ -14,7 +14,7 @@ _STYLE = {"info": "dim", "warning": "yellow", "error": "red", "critical": "bold 
 TOP_EVIDENCE = 5
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -46,7 +46,7 @@ def _render_finding(f: Finding, console: Console) -> None:
     for c in cols:
         table.add_column(c, overflow="fold")
     for row in f.evidence[:TOP_EVIDENCE]:
-        table.add_row(*[_cell(row.get(c)) for c in cols])
+        table.add_row(*[cell(row.get(c)) for c in cols])
     console.print(table)
     rest = f.count - min(len(f.evidence), TOP_EVIDENCE)
     if rest > 0:
@@ -69,7 +69,7 @@ def render_markdown(report: AuditReport) -> str:
             lines.append("| " + " | ".join(cols) + " |")
             lines.append("|" + "---|" * len(cols))
             for row in f.evidence[:TOP_EVIDENCE]:
-                lines.append("| " + " | ".join(_cell(row.get(c)).replace("|", "\\|") for c in cols) + " |")
+                lines.append("| " + " | ".join(cell(row.get(c)).replace("|", "\\|") for c in cols) + " |")
             if f.count > TOP_EVIDENCE:
                 lines.append(f"\n{f.count - TOP_EVIDENCE} more rows" + (f" in `{f.evidence_file}`" if f.evidence_file else "") + ".")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,140 @@
+"""`eoctl reconcile-tokens`, `eoctl gc-tokens`, `eoctl gc-blobs`: classify, then collect garbage safely."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from eoctl.cli.audit_cmd import parse_duration
+from eoctl.cli.context import AppContext, OutputFormat
+from eoctl.cli.output import emit_json, progress, stderr
+from eoctl.errors import EoctlError, UsageError
+
+Endpoints = Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", help="only these endpoints' tokens or blobs; repeatable")]
+Grace = Annotated[str, typer.Option(help="never touch anything younger than this")]
+
+
+def reconcile_tokens(
+    ctx: typer.Context,
+    endpoint: Endpoints = None,
+    grace: Grace = "24h",
+    evidence_rows: Annotated[int, typer.Option("--evidence-rows", min=1, help="evidence rows kept per class")] = 100,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the JSON to FILE (all evidence as Parquet beside it)")] = None,
+) -> int:
+    """Classify every token of every endpoint (read-only, a Spark job): live, referenced by a
+    pending outbox entry, leaked, garbage or young; and every in-flight record without a token."""
+    from eoctl.ops.reconcile import run_reconcile
+    from eoctl.report.ops import reconcile_json, render_reconcile
+
+    app: AppContext = ctx.obj
+    config = app.config()
+    for name in endpoint or []:
+        config.endpoint(name)
+    evidence_dir = output.resolve().parent / f"{output.stem}-evidence" if output else None
+    with progress(app.output is OutputFormat.text) as step:
+        step("starting Spark")
+        report = run_reconcile(app.spark(), config, endpoints=endpoint, grace=parse_duration(grace, "--grace"),
+                               evidence_rows=evidence_rows, evidence_dir=evidence_dir, progress=step)
+    if output is not None:
+        import json
+
+        tmp = output.with_suffix(output.suffix + ".partial")
+        tmp.write_text(json.dumps(reconcile_json(report), indent=2, default=str) + "\n", encoding="utf-8")
+        tmp.replace(output)
+        stderr.print(f"report written to {output}")
+    if app.json:
+        emit_json(reconcile_json(report))
+    else:
+        render_reconcile(report, stderr)
+    return 0
+
+
+def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes: int, batch_size: int,
+        retention: str, endpoint: list[str] | None, restore: str | None, metrics_file: Path | None,
+        evidence_rows: int) -> int:
+    from eoctl.ops import gc_blobs, gc_tokens
+    from eoctl.ops.common import GcOptions, GcResult, write_metrics
+    from eoctl.report.ops import gc_json, render_gc, render_restore, restore_json
+
+    module = gc_tokens if command == "gc-tokens" else gc_blobs
+    app: AppContext = ctx.obj
+    config = app.config()
+    for name in endpoint or []:
+        config.endpoint(name)
+    if restore is not None:
+        if not execute:
+            raise UsageError(f"--restore {restore} changes the stores; add --execute to run it")
+        result = module.restore(config, restore)
+        if app.json:
+            typer.echo(restore_json(result))
+        else:
+            render_restore(result, stderr)
+        return 0
+    options = GcOptions(grace=parse_duration(grace, "--grace"), max_deletes=max_deletes, batch_size=batch_size,
+                        retention=parse_duration(retention, "--retention"), endpoints=endpoint, execute=execute,
+                        evidence_rows=evidence_rows)
+    run = module.gc_tokens if command == "gc-tokens" else module.gc_blobs
+    try:
+        with progress(app.output is OutputFormat.text) as step:
+            step("starting Spark")
+            result: GcResult = run(app.spark(), config, options, step)
+    except EoctlError:
+        if metrics_file is not None:
+            write_metrics(metrics_file, GcResult(command, "-", execute, 0, []), success=False)
+        raise
+    if metrics_file is not None:
+        write_metrics(metrics_file, result, success=True)
+    if app.json:
+        typer.echo(gc_json(result))
+    else:
+        render_gc(result, stderr)
+    return 0
+
+
+_EXECUTE = typer.Option("--execute", help="change things; without it, only the plan is printed")
+_MAX = typer.Option("--max-deletes", min=1, help="remove at most this many per run (the rest waits for the next run)")
+_BATCH = typer.Option("--batch-size", min=1, max=10_000, help="rows or blobs per transaction")
+_RESTORE = typer.Option("--restore", metavar="RUN_ID", help="put back what run RUN_ID removed (with --execute)")
+_METRICS = typer.Option("--metrics-file", help="write Prometheus textfile-collector metrics to this file")
+_SAMPLE = typer.Option("--evidence-rows", min=0, help="planned rows shown as evidence")
+
+
+def gc_tokens(
+    ctx: typer.Context,
+    execute: Annotated[bool, _EXECUTE] = False,
+    grace: Grace = "24h",
+    max_deletes: Annotated[int, _MAX] = 10_000,
+    batch_size: Annotated[int, _BATCH] = 500,
+    retention: Annotated[str, typer.Option(help="how long the journal keeps removed tokens for --restore")] = "7d",
+    endpoint: Endpoints = None,
+    restore: Annotated[Optional[str], _RESTORE] = None,
+    metrics_file: Annotated[Optional[Path], _METRICS] = None,
+    evidence_rows: Annotated[int, _SAMPLE] = 20,
+) -> int:
+    """Remove garbage tokens (attempts that did not commit, orphans) older than --grace. Plans by
+    default; with --execute deletes in batches, each journaled first in its own transaction, under
+    a lease so two runs never overlap (the second exits with code 4). Never touches a live,
+    referenced, leaked or young token."""
+    return _gc(ctx, "gc-tokens", execute, grace, max_deletes, batch_size, retention, endpoint, restore,
+               metrics_file, evidence_rows)
+
+
+def gc_blobs(
+    ctx: typer.Context,
+    execute: Annotated[bool, _EXECUTE] = False,
+    grace: Grace = "24h",
+    max_deletes: Annotated[int, _MAX] = 10_000,
+    batch_size: Annotated[int, _BATCH] = 500,
+    retention: Annotated[str, typer.Option(help="how long quarantined blobs are kept before they are purged")] = "7d",
+    endpoint: Endpoints = None,
+    restore: Annotated[Optional[str], _RESTORE] = None,
+    metrics_file: Annotated[Optional[Path], _METRICS] = None,
+    evidence_rows: Annotated[int, _SAMPLE] = 20,
+) -> int:
+    """Move orphaned prepared blobs older than --grace to the quarantine folder (purged after
+    --retention). Plans by default; --execute changes, under a lease. Never touches a blob a record
+    or a pending entry names, nor a young one."""
+    return _gc(ctx, "gc-blobs", execute, grace, max_deletes, batch_size, retention, endpoint, restore,
+               metrics_file, evidence_rows)

@@ -1,0 +1,345 @@
+"""`eoctl gc-blobs`: move orphaned prepared blobs past the grace period to a quarantine folder.
+
+Nothing is deleted at once: a blob is recorded in the journal table (`eoctl_journal_blobs` in its
+endpoint's store, state `moving`), then moved to `<prefix>/<ops.quarantine>/<run id>/<name>`, then
+marked `quarantined`; the intents that registered it are journaled and deleted with it. A later
+run purges quarantined blobs older than --retention. A run killed mid-way leaves `moving` rows that
+the next run completes. `--restore RUN` moves a run's blobs back and restores their intents.
+Blob stores are reached through fsspec (local files, s3://, gs://, ... with their fsspec packages).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from eoctl.config.model import Config
+from eoctl.errors import SourceError, UsageError
+from eoctl.ops.common import (
+    GcOptions,
+    GcResult,
+    RestoreResult,
+    Tally,
+    bound_to_limit,
+    new_run_id,
+    run_changing,
+    sample_rows,
+    selected,
+)
+from eoctl.ops.journal import intent_table, intent_tables, intents_naming, journal_and_delete_intents, restore_table
+from eoctl.ops.lease import Lease, RunLog, utcnow
+from eoctl.sources.tables import store_named
+from eoctl.stores.db import Db, StoreConfig, in_list, open_db
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+COMMAND = "gc-blobs"
+JOURNAL = "eoctl_journal_blobs"
+
+
+@dataclass
+class BlobPrefix:
+    """An endpoint's blob prefix opened through fsspec."""
+
+    endpoint: str
+    fs: Any
+    root: str  # the prefix as a path of `fs`, without a trailing slash
+    quarantine: str  # folder name under the root
+    store: StoreConfig  # where the journal lives: the endpoint's store
+
+    def path(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def quarantined(self, run_id: str, name: str) -> str:
+        return f"{self.root}/{self.quarantine}/{run_id}/{name}"
+
+    def modified(self, path: str) -> dt.datetime | None:
+        """Modification time of a blob, None when it does not exist."""
+        try:
+            info = self.fs.info(path)
+        except FileNotFoundError:
+            return None
+        mtime = info.get("mtime") or info.get("LastModified") or info.get("updated") or info.get("created")
+        if isinstance(mtime, (int, float)):
+            return dt.datetime.fromtimestamp(mtime, dt.timezone.utc)
+        if isinstance(mtime, str):
+            return dt.datetime.fromisoformat(mtime.replace("Z", "+00:00"))
+        return mtime
+
+    def move(self, src: str, dst: str) -> None:
+        self.fs.makedirs(dst.rsplit("/", 1)[0], exist_ok=True)
+        self.fs.mv(src, dst)
+
+    def prune(self, run_id: str) -> None:
+        """Remove a run's quarantine folder once empty, and the quarantine folder once empty."""
+        for folder in (f"{self.root}/{self.quarantine}/{run_id}", f"{self.root}/{self.quarantine}"):
+            try:
+                if self.fs.exists(folder) and not self.fs.find(folder):
+                    self.fs.rm(folder, recursive=True)
+            except (FileNotFoundError, OSError):
+                pass
+
+
+def blob_prefix(config: Config, name: str) -> BlobPrefix | None:
+    import fsspec
+
+    ep = config.endpoint(name)
+    if ep.blobs is None:
+        return None
+    if ep.store is None:
+        raise UsageError(f"endpoints.{name}: gc-blobs keeps its journal in the endpoint's store; set 'store'")
+    try:
+        fs, root = fsspec.core.url_to_fs(str(ep.blobs), **ep.blob_options)
+    except (ImportError, ValueError) as exc:
+        raise SourceError(f"blob prefix {ep.blobs} cannot be opened: {str(exc).splitlines()[0]}") from None
+    return BlobPrefix(name, fs, root.rstrip("/"), config.ops.quarantine, store_named(config, ep.store))
+
+
+def _ensure_journal(db: Db) -> None:
+    db.execute(f"create table if not exists {db.table(JOURNAL)} (eoctl_run_id varchar not null, endpoint varchar not null, "
+               "name varchar not null, size bigint, modified timestamptz, eoctl_removed_at timestamptz not null, "
+               "state varchar not null, primary key (eoctl_run_id, endpoint, name))")
+
+
+# ------------------------------------------------------------------------------------ plan
+
+
+def plan(spark: SparkSession, config: Config, options: GcOptions) -> tuple[DataFrame | None, list[Tally], Any]:
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    from eoctl.checks.context import AuditContext, AuditOptions
+    from eoctl.ops.reconcile import blob_classes
+
+    ctx = AuditContext(spark, config, AuditOptions(now=options.now, grace=options.grace))
+    frames, tallies = [], []
+    for name in selected(config, options.endpoints):
+        classes = blob_classes(ctx, name)
+        if classes is None:
+            continue
+        garbage = ctx.persist(classes.where(F.col("class") == "garbage"))
+        counts = {r["collectable"]: r["count"] for r in garbage.groupBy("collectable").count().collect()}
+        tallies.append(Tally(name, garbage=sum(counts.values()), planned=counts.get(True, 0),
+                             skipped_young=counts.get(False, 0)))
+        frames.append(garbage.where(F.col("collectable")).select(
+            "endpoint", "name", "size", "modified", "reason", "intents"))
+    collectable = reduce(lambda a, b: a.unionByName(b), frames) if frames else None
+    return collectable, sorted(tallies, key=lambda t: t.endpoint), ctx
+
+
+def gc_blobs(spark: SparkSession, config: Config, options: GcOptions,
+             progress: Callable[[str], None] = lambda _m: None) -> GcResult:
+    run_id = new_run_id()
+    grace = int(options.grace.total_seconds())
+    if not options.execute:
+        progress("classifying blobs")
+        collectable, tallies, ctx = plan(spark, config, options)
+        try:
+            bound_to_limit(tallies, options.max_deletes)
+            return GcResult(COMMAND, run_id, False, grace, tallies, sample_rows(collectable, options.evidence_rows))
+        finally:
+            ctx.release()
+
+    def work(lease: Lease, log: RunLog) -> GcResult:
+        progress("finishing interrupted runs")
+        leftovers = finish_leftovers(config, log, run_id)
+        progress("classifying blobs")
+        collectable, tallies, ctx = plan(spark, config, options)
+        try:
+            bound_to_limit(tallies, options.max_deletes)
+            sample = sample_rows(collectable, options.evidence_rows)
+            if collectable is not None:
+                _execute(config, collectable, tallies, options, run_id, lease, progress)
+        finally:
+            ctx.release()
+        progress("purging quarantine past the retention")
+        purged = purge(config, options)
+        return GcResult(COMMAND, run_id, True, grace, tallies, sample, leftovers, purged)
+
+    return run_changing(config, COMMAND, run_id, work)
+
+
+# --------------------------------------------------------------------------------- execute
+
+
+def _execute(config: Config, collectable: DataFrame, tallies: list[Tally], options: GcOptions, run_id: str,
+             lease: Lease, progress: Callable[[str], None]) -> None:
+    from pyspark import StorageLevel
+
+    by_endpoint = {t.endpoint: t for t in tallies}
+    rows_df = collectable.orderBy("endpoint", "name").limit(options.max_deletes).persist(
+        StorageLevel.MEMORY_AND_DISK)
+    try:
+        rows_df.count()
+        batch: list[Any] = []
+        current: str | None = None
+        for row in rows_df.orderBy("endpoint", "name").toLocalIterator():
+            if batch and (row["endpoint"] != current or len(batch) >= options.batch_size):
+                _quarantine_batch(config, current, batch, run_id, options, by_endpoint[current])
+                lease.renew()
+                progress(f"{sum(t.deleted for t in tallies)} blobs quarantined")
+                batch = []
+            current = row["endpoint"]
+            batch.append(row)
+        if batch:
+            _quarantine_batch(config, current, batch, run_id, options, by_endpoint[current])
+    finally:
+        rows_df.unpersist()
+
+
+def _quarantine_batch(config: Config, endpoint: str, batch: list[Any], run_id: str, options: GcOptions,
+                      tally: Tally) -> None:
+    prefix = blob_prefix(config, endpoint)
+    assert prefix is not None
+    now = utcnow()
+    with open_db(prefix.store) as db:
+        _ensure_journal(db)
+        with db.tx():
+            for r in batch:
+                db.execute(f"insert into {db.table(JOURNAL)} values (%s, %s, %s, %s, %s, %s, 'moving')",
+                           [run_id, endpoint, r["name"], r["size"], _utc(r["modified"]), now])
+    moved = _move_journaled(config, prefix, run_id, [r["name"] for r in batch], options.cutoff)
+    tally.deleted += len(moved)
+    tally.skipped_changed += len(batch) - len(moved)
+    intents: dict[str, list[str]] = defaultdict(list)
+    for r in batch:
+        if r["name"] in moved:
+            for i in r["intents"] or []:
+                intents[i["sender"]].append(i["intent_id"])
+    for sender, intent_ids in intents.items():
+        it = intent_table(config, sender)
+        if it is not None:
+            journal_and_delete_intents(it, "blob", intent_ids, sorted(moved), run_id)
+
+
+def _utc(value: Any) -> Any:
+    if isinstance(value, dt.datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=dt.timezone.utc)  # Spark hands back UTC wall times
+    return value
+
+
+def _move_journaled(config: Config, prefix: BlobPrefix, run_id: str, names: list[str],
+                    cutoff: dt.datetime | None) -> set[str]:
+    """Move the `moving` blobs of a run into quarantine and mark them; returns the names now in
+    quarantine. A blob modified since the plan (younger than the cutoff) is left and marked `changed`."""
+    states: dict[str, str] = {}
+    for name in names:
+        src, dst = prefix.path(name), prefix.quarantined(run_id, name)
+        modified = prefix.modified(src)
+        if modified is None:
+            states[name] = "quarantined" if prefix.fs.exists(dst) else "vanished"
+        elif cutoff is not None and modified >= cutoff:
+            states[name] = "changed"
+        else:
+            prefix.move(src, dst)
+            states[name] = "quarantined"
+    with open_db(prefix.store) as db:
+        with db.tx():
+            for name, state in states.items():
+                db.execute(f"update {db.table(JOURNAL)} set state = %s where eoctl_run_id = %s and endpoint = %s "
+                           "and name = %s", [state, run_id, prefix.endpoint, name])
+    return {n for n, s in states.items() if s == "quarantined"}
+
+
+def _journal_rows(prefix: BlobPrefix, run_id: str, states: tuple[str, ...]) -> list[str]:
+    with open_db(prefix.store) as db:
+        if db.columns(JOURNAL) is None:
+            return []
+        return [r[0] for r in db.execute(
+            f"select name from {db.table(JOURNAL)} where eoctl_run_id = %s and endpoint = %s and state in "
+            f"{in_list(states)} order by name", [run_id, prefix.endpoint, *states])]
+
+
+def _prefixes(config: Config) -> list[BlobPrefix]:
+    return [p for p in (blob_prefix(config, n) for n, ep in config.endpoints.items() if ep.blobs) if p is not None]
+
+
+def finish_leftovers(config: Config, log: RunLog, run_id: str) -> list[str]:
+    """Complete a killed run: blobs journaled as `moving` are moved (the age re-check still holds),
+    and the intents of its quarantined blobs are removed."""
+    finished = []
+    for old in log.unfinished(COMMAND, run_id):
+        for prefix in _prefixes(config):
+            moving = _journal_rows(prefix, old, ("moving",))
+            if moving:
+                _move_journaled(config, prefix, old, moving, None)
+            quarantined = _journal_rows(prefix, old, ("quarantined",))
+            for start in range(0, len(quarantined), 500):
+                part = quarantined[start:start + 500]
+                it = intent_table(config, prefix.endpoint)
+                if it is not None:
+                    ids = intents_naming(it, "blob", part)
+                    if ids:
+                        journal_and_delete_intents(it, "blob", ids, part, old)
+        log.set_status(old, "interrupted")
+        finished.append(old)
+    return finished
+
+
+def purge(config: Config, options: GcOptions) -> int:
+    """Quarantined blobs older than --retention are deleted for good (and their intents' journal)."""
+    from eoctl.ops.journal import purge_journal, q
+
+    before = utcnow() - options.retention
+    purged = 0
+    for prefix in _prefixes(config):
+        with open_db(prefix.store) as db:
+            if db.columns(JOURNAL) is None:
+                continue
+            rows = db.execute(f"select eoctl_run_id, name from {db.table(JOURNAL)} where state = 'quarantined' "
+                              "and endpoint = %s and eoctl_removed_at < %s", [prefix.endpoint, before])
+        runs = set()
+        for run, name in rows:
+            path = prefix.quarantined(run, name)
+            if prefix.fs.exists(path):
+                prefix.fs.rm(path)
+            runs.add(run)
+            purged += 1
+        with open_db(prefix.store) as db:
+            with db.tx():
+                for run, name in rows:
+                    db.execute(f"update {db.table(JOURNAL)} set state = 'purged' where eoctl_run_id = %s "
+                               "and endpoint = %s and name = %s", [run, prefix.endpoint, name])
+        for run in runs:
+            prefix.prune(run)
+    for it in intent_tables(config):
+        purge_journal(it.store, it.table, before, f" and {q(it.cols.kind)} = %s", ("blob",))
+    return purged
+
+
+# --------------------------------------------------------------------------------- restore
+
+
+def restore(config: Config, run_id: str) -> RestoreResult:
+    """Move every blob a run quarantined back to its place and restore the intents it removed."""
+    log = RunLog(config)
+    known = log.get(run_id)
+    if known is None or known[0] != COMMAND:
+        raise UsageError(f"--restore {run_id}: no {COMMAND} run with this id in the run log")
+    if known[1] == "restored":
+        return RestoreResult(COMMAND, run_id, {"blobs": 0, "intents": 0}, already_restored=True)
+    restored = {"blobs": 0, "intents": 0}
+    with Lease(config, COMMAND, new_run_id()):
+        for prefix in _prefixes(config):
+            names = _journal_rows(prefix, run_id, ("moving", "quarantined"))
+            back = []
+            for name in names:
+                src, dst = prefix.path(name), prefix.quarantined(run_id, name)
+                if prefix.fs.exists(dst) and not prefix.fs.exists(src):
+                    prefix.move(dst, src)
+                    back.append(name)
+            with open_db(prefix.store) as db:
+                with db.tx():
+                    db.execute(f"update {db.table(JOURNAL)} set state = 'restored' where eoctl_run_id = %s "
+                               "and endpoint = %s and state in ('moving', 'quarantined')", [run_id, prefix.endpoint])
+            prefix.prune(run_id)
+            restored["blobs"] += len(back)
+        for it in intent_tables(config):
+            restored["intents"] += restore_table(it.store, it.table, it.cols.intent_id, run_id)
+        log.set_status(run_id, "restored")
+    return RestoreResult(COMMAND, run_id, restored)

@@ -1,0 +1,115 @@
+"""Rendering of reconcile-tokens, gc-tokens and gc-blobs results: text tables and JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from eoctl.ops.common import GcResult, RestoreResult
+from eoctl.ops.reconcile import TOKEN_CLASSES, ReconcileReport
+from eoctl.report.render import TOP_EVIDENCE, cell
+
+RECONCILE_SCHEMA = "eoctl.reconcile-tokens/v1"
+GC_SCHEMA = "eoctl.gc/v1"
+_NOTE = {
+    "live": "a record in flight carries it",
+    "referenced": "a pending outbox entry holds it",
+    "leaked": "its record is processed; the receiver kept it (EO203)",
+    "garbage": "an attempt that did not commit, or an orphan past the grace period",
+    "young": "on no record yet, within the grace period",
+    "missing": "in-flight records without a token",
+}
+
+
+def render_reconcile(report: ReconcileReport, console: Console) -> None:
+    console.print(f"[bold]eoctl reconcile-tokens[/] run {report.run['id']} "
+                  f"(grace {report.run['grace_seconds']}s)")
+    table = Table(title="tokens by class", title_justify="left")
+    table.add_column("endpoint", style="bold")
+    for c in (*TOKEN_CLASSES, "missing"):
+        table.add_column(c, justify="right")
+    for name, counts in report.counts.items():
+        table.add_row(name, *[str(counts.get(c, 0)) for c in (*TOKEN_CLASSES, "missing")])
+    console.print(table)
+    for ev in report.evidence:
+        if ev.cls == "live":
+            continue  # the normal state; JSON has them
+        console.print(f"\n[bold]{ev.endpoint} {ev.cls}[/]: {ev.count} ({_NOTE[ev.cls]})")
+        _rows(ev.rows, console)
+        rest = ev.count - min(len(ev.rows), TOP_EVIDENCE)
+        if rest > 0:
+            where = f"; all rows in {ev.parquet}" if ev.parquet else "; --format json has more"
+            console.print(f"[dim]... and {rest} more{where}[/]")
+
+
+def reconcile_json(report: ReconcileReport) -> dict[str, Any]:
+    return {"schema": RECONCILE_SCHEMA, "run": report.run, "counts": report.counts,
+            "evidence": [{"endpoint": e.endpoint, "class": e.cls, "count": e.count, "rows": e.rows,
+                          "evidence_file": e.parquet} for e in report.evidence]}
+
+
+_TEXT_COLUMNS = ("token_id", "name", "topic", "partition", "offset", "message_id", "created_at", "modified",
+                 "processed_copy", "reason")
+
+
+def _rows(rows: list[dict[str, Any]], console: Console) -> None:
+    """The top rows, with the columns a person reads first (JSON has every column)."""
+    if not rows:
+        return
+    table = Table(show_header=True, box=None, pad_edge=False)
+    cols = [c for c in _TEXT_COLUMNS if c in rows[0]]
+    for c in cols:
+        table.add_column(c, overflow="fold")
+    for row in rows[:TOP_EVIDENCE]:
+        table.add_row(*[cell(row.get(c)) for c in cols])
+    console.print(table)
+
+
+def render_gc(result: GcResult, console: Console) -> None:
+    """The same table for a plan and an execution; only the verb and the deleted column differ."""
+    what = "tokens" if result.command == "gc-tokens" else "blobs"
+    mode = "executed" if result.executed else "plan only (nothing changed; add --execute)"
+    console.print(f"[bold]eoctl {result.command}[/] run {result.run_id}: {mode}; grace {result.grace_seconds}s")
+    for old in result.finished_leftovers:
+        console.print(f"finished the leftovers of interrupted run {old}")
+    table = Table(title=f"garbage {what}", title_justify="left")
+    for col in ("endpoint", "garbage", "planned", "removed", "skipped: young", "skipped: over limit",
+                "skipped: changed"):
+        table.add_column(col, justify="left" if col == "endpoint" else "right")
+    rows = [*result.tallies]
+    for t in rows:
+        table.add_row(t.endpoint, str(t.garbage), str(t.planned), str(t.deleted) if result.executed else "-",
+                      str(t.skipped_young), str(t.skipped_over_limit), str(t.skipped_changed))
+    tot = result.totals()
+    table.add_row("[bold]total[/]", str(tot["garbage"]), str(tot["planned"]),
+                  str(tot["deleted"]) if result.executed else "-", str(tot["skipped_young"]),
+                  str(tot["skipped_over_limit"]), str(tot["skipped_changed"]))
+    console.print(table)
+    if result.sample:
+        console.print(f"first planned {what}:")
+        _rows(result.sample, console)
+    if result.executed:
+        kept = "journal" if what == "tokens" else "quarantine"
+        console.print(f"removed {tot['deleted']} {what} (kept in the {kept}; undo with --restore {result.run_id}); "
+                      f"purged {result.purged} past the retention; {result.duration_seconds:.1f}s")
+
+
+def gc_json(result: GcResult) -> str:
+    """One line: cron mails and log collectors read it whole."""
+    return json.dumps({"schema": GC_SCHEMA, **result.summary()}, default=str, separators=(",", ":"))
+
+
+def render_restore(result: RestoreResult, console: Console) -> None:
+    if result.already_restored:
+        console.print(f"run {result.run_id} was already restored; nothing to do")
+        return
+    done = ", ".join(f"{n} {k}" for k, n in result.restored.items())
+    console.print(f"[bold]eoctl {result.command}[/] restored run {result.run_id}: {done} put back")
+
+
+def restore_json(result: RestoreResult) -> str:
+    return json.dumps({"schema": GC_SCHEMA, "restore": asdict(result)}, separators=(",", ":"))
