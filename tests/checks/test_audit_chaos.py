@@ -3,9 +3,7 @@ on the recorded topic archive (DuckDB) and on live Kafka (DuckDB and PostgreSQL)
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import uuid
 from pathlib import Path
 
 import duckdb
@@ -14,26 +12,11 @@ import pytest
 from eoctl.audit import run_audit, select_codes
 from eoctl.checks.context import AuditOptions
 from eoctl.config import load_config
-from samples.reference.chaos import default_plan, run
-from samples.reference.record import chaos_config, duckdb_stores
-from samples.reference.spec import RunSpec
 from tests.helpers import ledger_oracle
-from tests.helpers.configs import write_config
+from tests.helpers.chaos import CHAOS, live_run, read_ledger, settled
 from tests.helpers.pipeline_state import topic_records
-from tests.helpers.servers import REPO
 
 pytestmark = pytest.mark.integration
-
-CHAOS = REPO / "samples" / "chaos"
-
-
-def settled() -> AuditOptions:
-    """No grace, no stuck threshold: everything left is old enough to count (now = audit time)."""
-    return AuditOptions(grace=dt.timedelta(0), stuck_after=dt.timedelta(0))
-
-
-def _ledger(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def _tables(query) -> dict[str, list[tuple]]:
@@ -56,21 +39,8 @@ def test_audit_of_the_recorded_archive_matches_the_ledger(spark) -> None:
             from read_parquet('{CHAOS}/topics/*/*.parquet')""").fetchall()
         index = ledger_oracle.build_index([(m, t, json.loads(v), b) for m, t, v, b in rows],
                                           _tables(lambda sql: db.execute(sql).fetchall()))
-    assert ledger_oracle.found(report, index) == ledger_oracle.expected(_ledger(CHAOS / "ledger.jsonl"))
+    assert ledger_oracle.found(report, index) == ledger_oracle.expected(read_ledger(CHAOS / "ledger.jsonl"))
     assert report.scanned["records"] == 83
-
-
-def _stores(kind: str, target: str, postgres) -> str:
-    if kind == "duckdb":
-        return duckdb_stores(target)
-    dbname = dict(kv.split("=", 1) for kv in target.split())["dbname"]
-    return "\n".join(f'[stores.{schema}]\ntype = "postgres"\nport = {postgres.port}\ndatabase = "{dbname}"\n'
-                     f'user = "{postgres.user}"\npassword = "${{EOCTL_TEST_PGPASSWORD}}"\nschema = "{schema}"\n'
-                     for schema in ("shop", "billing", "shipping"))
-
-
-def _live_input(prefix: str, topic: str, endpoint: str) -> str:
-    return f'topics = ["{prefix}{topic}"]\nkafka = "main"\ngroup = "{prefix}{endpoint}"'
 
 
 @pytest.mark.parametrize("kind", ["duckdb", "postgres"])
@@ -78,34 +48,17 @@ def test_audit_of_live_kafka_matches_the_ledger(spark, kafka, request, tmp_path:
     from samples.reference.store import Store
 
     postgres = request.getfixturevalue("postgres") if kind == "postgres" else None
-    if postgres is not None:
-        import psycopg
-
-        name = f"audit_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
-            conn.execute(f"create database {name}")
-        target = postgres.conninfo(dbname=name)
-    else:
-        target = str(tmp_path / "state.duckdb")
-    prefix = f"audit-{kind}-{uuid.uuid4().hex[:6]}-"
-    spec = RunSpec(kind, target, kafka.bootstrap, str(tmp_path), prefix, 40, default_plan())
-    ledger, _ = run(spec)
-
-    path = write_config(tmp_path, f'[kafka.main]\nbootstrap_servers = "{kafka.bootstrap}"\n\n' + chaos_config(
-        stores=_stores(kind, target, postgres), blobs=f"{tmp_path}/blobs/billing",
-        orders_input=_live_input(prefix, "orders", "billing"),
-        invoices_input=_live_input(prefix, "invoices", "shipping")))
-    config = load_config(path, environ={"EOCTL_TEST_PGPASSWORD": postgres.password if postgres else ""})
-    report = run_audit(spark, config, settled(), select_codes(None, None))
+    chaos = live_run(kind, tmp_path, kafka, postgres)
+    report = run_audit(spark, chaos.config, settled(), select_codes(None, None))
 
     records = [(r.message_id, r.token_id, r.body, r.headers.get("eo-blobs"))
-               for t in spec.topics.values() for r in topic_records(kafka.bootstrap, t)]
-    store = Store.open(kind, target)
+               for t in chaos.spec.topics.values() for r in topic_records(kafka.bootstrap, t)]
+    store = Store.open(kind, chaos.store_target)
     try:
         index = ledger_oracle.build_index(records, _tables(store.q))
     finally:
         store.close()
-    assert ledger_oracle.found(report, index) == ledger_oracle.expected(ledger.entries)
+    assert ledger_oracle.found(report, index) == ledger_oracle.expected(chaos.ledger)
 
 
 def test_audit_of_a_generated_state_matches_its_ground_truth(spark, tmp_path: Path) -> None:

@@ -1,0 +1,118 @@
+"""The chaos pipeline for tests: the recorded sample, or a live run on the test broker with DuckDB
+or PostgreSQL stores, and snapshots of what gc may change."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from eoctl.checks.context import AuditOptions
+from eoctl.config import load_config
+from eoctl.config.model import Config
+from tests.helpers.configs import write_config
+from tests.helpers.servers import REPO
+
+CHAOS = REPO / "samples" / "chaos"
+
+
+def settled() -> AuditOptions:
+    """No grace, no stuck threshold: everything left is old enough to count (now = audit time)."""
+    return AuditOptions(grace=dt.timedelta(0), stuck_after=dt.timedelta(0))
+
+
+def read_ledger(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@dataclass
+class ChaosRun:
+    config: Config
+    config_path: Path
+    environ: dict[str, str]
+    ledger: list[dict]
+    store_kind: str  # duckdb | postgres (samples.reference.store.Store.open arguments)
+    store_target: str
+    blobs: Path  # billing's blob prefix
+    spec: object | None = None  # the RunSpec of a live run
+
+
+def recorded_copy(tmp_path: Path) -> ChaosRun:
+    """The recorded chaos sample copied to `tmp_path`, free to change."""
+    folder = tmp_path / "chaos"
+    shutil.copytree(CHAOS, folder)
+    return ChaosRun(load_config(folder / "eoctl.toml"), folder / "eoctl.toml", {}, read_ledger(folder / "ledger.jsonl"),
+                    "duckdb", str(folder / "state.duckdb"), folder / "blobs" / "billing")
+
+
+def _stores(kind: str, target: str, postgres) -> str:
+    from samples.reference.record import duckdb_stores
+
+    if kind == "duckdb":
+        return duckdb_stores(target)
+    dbname = dict(kv.split("=", 1) for kv in target.split())["dbname"]
+    return "\n".join(f'[stores.{schema}]\ntype = "postgres"\nport = {postgres.port}\ndatabase = "{dbname}"\n'
+                     f'user = "{postgres.user}"\npassword = "${{EOCTL_TEST_PGPASSWORD}}"\nschema = "{schema}"\n'
+                     for schema in ("shop", "billing", "shipping"))
+
+
+def _live_input(prefix: str, topic: str, endpoint: str) -> str:
+    return f'topics = ["{prefix}{topic}"]\nkafka = "main"\ngroup = "{prefix}{endpoint}"'
+
+
+def live_run(kind: str, tmp_path: Path, kafka, postgres=None, orders: int = 40) -> ChaosRun:
+    """Run the chaos pipeline on the test broker with `kind` stores; a config that reads it live."""
+    from samples.reference.chaos import default_plan, run
+    from samples.reference.record import chaos_config
+    from samples.reference.spec import RunSpec
+
+    if kind == "postgres":
+        import psycopg
+
+        name = f"chaos_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
+            conn.execute(f"create database {name}")
+        target = postgres.conninfo(dbname=name)
+    else:
+        target = str(tmp_path / "state.duckdb")
+    prefix = f"chaos-{kind}-{uuid.uuid4().hex[:6]}-"
+    spec = RunSpec(kind, target, kafka.bootstrap, str(tmp_path), prefix, orders, default_plan())
+    ledger, _ = run(spec)
+    path = write_config(tmp_path, f'[kafka.main]\nbootstrap_servers = "{kafka.bootstrap}"\n\n' + chaos_config(
+        stores=_stores(kind, target, postgres), blobs=f"{tmp_path}/blobs/billing",
+        orders_input=_live_input(prefix, "orders", "billing"),
+        invoices_input=_live_input(prefix, "invoices", "shipping")))
+    environ = {"EOCTL_TEST_PGPASSWORD": postgres.password if postgres else ""}
+    return ChaosRun(load_config(path, environ=environ), path, environ, ledger.entries, kind, target,
+                    tmp_path / "blobs" / "billing", spec)
+
+
+def store_rows(run: ChaosRun, sql: str) -> list[tuple]:
+    from samples.reference.store import Store
+
+    store = Store.open(run.store_kind, run.store_target)
+    try:
+        return store.q(sql)
+    finally:
+        store.close()
+
+
+def snapshot(run: ChaosRun) -> dict[str, object]:
+    """Every row of every token and intent table (all columns) and every file under the blob
+    prefix (hidden ones too) with its sha256: what gc may change and --restore must put back."""
+    from samples.reference.store import Store
+
+    store = Store.open(run.store_kind, run.store_target)
+    try:
+        tables = {f"{ep}.{t}": sorted(store.q(f"select * from {ep}.{t}"), key=repr)
+                  for ep in ("shop", "billing", "shipping") for t in ("eo_tokens", "eo_intents")}
+    finally:
+        store.close()
+    files = {str(p.relative_to(run.blobs)): hashlib.sha256(p.read_bytes()).hexdigest()
+             for p in sorted(run.blobs.rglob("*")) if p.is_file()}
+    dirs = sorted(str(p.relative_to(run.blobs)) for p in run.blobs.rglob("*") if p.is_dir())
+    return {"tables": tables, "files": files, "dirs": dirs}

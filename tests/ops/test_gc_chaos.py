@@ -1,0 +1,87 @@
+"""gc on the chaos pipeline: exactly the injected garbage tokens and blobs are collected, a second
+run changes nothing, and --restore puts the state back byte for byte (DuckDB archive, PostgreSQL live)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from eoctl.audit import run_audit, select_codes
+from eoctl.ops import gc_blobs, gc_tokens
+from eoctl.ops.common import GcOptions
+from tests.helpers.chaos import ChaosRun, live_run, recorded_copy, settled, snapshot, store_rows
+
+pytestmark = pytest.mark.integration
+
+
+def _injected(chaos: ChaosRun) -> tuple[set[str], set[str]]:
+    """(message ids of the garbage tokens, names of the garbage blobs) the ledger says were injected."""
+    tokens = {m for e in chaos.ledger if "EO201" in e.get("expect", []) for m in e["outgoing"]}
+    blobs = {f"{e['attempt_id']}.txt" for e in chaos.ledger if "EO401" in e.get("expect", [])}
+    return tokens, blobs
+
+
+def _removed(before: dict, after: dict) -> tuple[set[tuple], set[str]]:
+    rows = {(table, row) for table, got in before["tables"].items() for row in got if row not in after["tables"][table]}
+    files = set(before["files"]) - set(after["files"])
+    return rows, files
+
+
+@pytest.fixture(params=["recorded-duckdb", "live-postgres"])
+def chaos(request, tmp_path: Path) -> ChaosRun:
+    if request.param == "recorded-duckdb":
+        return recorded_copy(tmp_path)
+    return live_run("postgres", tmp_path, request.getfixturevalue("kafka"), request.getfixturevalue("postgres"))
+
+
+def test_gc_collects_the_injected_garbage_and_nothing_else_then_restores_it(spark, chaos: ChaosRun) -> None:
+    garbage_messages, garbage_blobs = _injected(chaos)
+    assert garbage_messages and garbage_blobs, "the chaos plan injects garbage of both kinds"
+    before = snapshot(chaos)
+    options = GcOptions(grace=dt.timedelta(0), execute=True)
+
+    tokens = gc_tokens.gc_tokens(spark, chaos.config, options)
+    blobs = gc_blobs.gc_blobs(spark, chaos.config, options)
+    after = snapshot(chaos)
+
+    rows, files = _removed(before, after)
+    token_rows = {row for table, row in rows if table.endswith("eo_tokens")}
+    intent_rows = {row for table, row in rows if table.endswith("eo_intents")}
+    assert {r[1] for r in token_rows} == garbage_messages  # eo_tokens(token_id, message_id, ...)
+    assert files == garbage_blobs
+    # their intents go with them, and only theirs: (intent_id, endpoint, incoming, attempt, kind, ref, created_at)
+    assert {(r[4], r[5]) for r in intent_rows} == {("token", r[0]) for r in token_rows} | {("blob", b) for b in files}
+    assert tokens.totals()["deleted"] == len(token_rows) and blobs.totals()["deleted"] == len(files)
+    quarantined = {f.split("/", 2)[2] for f in after["files"] if f.startswith(".eoctl-quarantine/")}
+    assert quarantined == garbage_blobs
+
+    # the audit no longer sees them, and sees everything else as before
+    report = run_audit(spark, chaos.config, settled(), ["EO201", "EO401"])
+    assert report.findings == []
+    # a second run finds nothing to do
+    again = gc_tokens.gc_tokens(spark, chaos.config, options)
+    assert again.totals()["planned"] == again.totals()["deleted"] == 0
+    assert gc_blobs.gc_blobs(spark, chaos.config, options).totals()["deleted"] == 0
+    assert snapshot(chaos) == after
+
+    # --restore puts back exactly what was removed; restoring twice is harmless
+    assert gc_tokens.restore(chaos.config, tokens.run_id).restored == {"tokens": len(token_rows),
+                                                                       "intents": len(token_rows)}
+    assert gc_blobs.restore(chaos.config, blobs.run_id).restored == {"blobs": len(files), "intents": len(files)}
+    assert gc_tokens.restore(chaos.config, tokens.run_id).already_restored
+    assert snapshot(chaos) == before
+
+
+def test_a_plan_changes_nothing(spark, tmp_path: Path) -> None:
+    chaos = recorded_copy(tmp_path)
+    before = snapshot(chaos)
+    plan = gc_tokens.gc_tokens(spark, chaos.config, GcOptions(grace=dt.timedelta(0)))
+    assert plan.totals()["planned"] == 1 and plan.totals()["deleted"] == 0 and not plan.executed
+    assert gc_blobs.gc_blobs(spark, chaos.config, GcOptions(grace=dt.timedelta(0))).totals()["planned"] == 1
+    assert snapshot(chaos) == before
+    # an hour after the recording, the default 24h grace makes the same garbage young: left alone
+    recorded = max(r[0] for r in store_rows(chaos, "select created_at from shipping.eo_tokens"))
+    young = gc_tokens.gc_tokens(spark, chaos.config, GcOptions(now=recorded + dt.timedelta(hours=1)))
+    assert (young.totals()["planned"], young.totals()["skipped_young"]) == (0, 1)
