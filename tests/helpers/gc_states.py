@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,13 +71,16 @@ class WrittenState:
     config_path: Path
     tokens: dict[str, tuple[Cell, Item]]  # token id -> what it is
     blobs: dict[str, tuple[Cell, Item]]  # blob name -> what it is
+    environ: dict[str, str]  # what the configuration interpolates (the PostgreSQL password)
 
     @property
     def blob_dir(self) -> Path:
         return self.folder / "blobs" / "src"
 
 
-def write_state(folder: Path, cells: list[Cell], now: dt.datetime) -> WrittenState:
+def write_state(folder: Path, cells: list[Cell], now: dt.datetime, postgres=None) -> WrittenState:
+    """Write the cells; the stores go to DuckDB (state.duckdb), or to a new database of the
+    `postgres` test server when one is given."""
     import duckdb
 
     records: list[tuple] = []  # (offset placeholder, processed, headers dict)
@@ -145,26 +149,9 @@ def write_state(folder: Path, cells: list[Cell], now: dt.datetime) -> WrittenSta
     processed = [h for p, h in records if p]
     inflight = [h for p, h in records if not p]
     ordered = processed + inflight
-    db = duckdb.connect(str(folder / "state.duckdb"))
+    stores = _write_tables(folder, postgres, tokens, src_entries, dst_entries, intents)
+    db = duckdb.connect()
     try:
-        for schema in ("src", "dst"):
-            db.execute(f"create schema {schema}")
-            db.execute(f"create table {schema}.eo_tokens (token_id varchar primary key, message_id varchar, "
-                       "destination varchar, attempt_id varchar, created_at timestamptz)")
-            db.execute(f"create table {schema}.eo_outbox (endpoint varchar, incoming_message_id varchar primary key, "
-                       "incoming_token_id varchar, attempt_id varchar, outgoing json, tokens_committed_at timestamptz, "
-                       "created_at timestamptz, updated_at timestamptz, version bigint)")
-            db.execute(f"create table {schema}.eo_intents (intent_id varchar primary key, endpoint varchar, "
-                       "incoming_message_id varchar, attempt_id varchar, kind varchar, ref varchar, "
-                       "created_at timestamptz)")
-        if tokens:
-            db.executemany("insert into dst.eo_tokens values (?, ?, ?, ?, ?)", tokens)
-        if src_entries:
-            db.executemany("insert into src.eo_outbox values (?, ?, ?, ?, ?, ?, ?, ?, ?)", src_entries)
-        if dst_entries:
-            db.executemany("insert into dst.eo_outbox values (?, ?, ?, ?, ?, ?, ?, ?, ?)", dst_entries)
-        if intents:
-            db.executemany("insert into src.eo_intents values (?, ?, ?, ?, ?, ?, ?)", intents)
         db.execute('create temp table recs ("offset" bigint, headers varchar)')
         db.executemany("insert into recs values (?, ?)", [
             (i, json.dumps([{"key": k, "value": v} for k, v in h.items()])) for i, h in enumerate(ordered)])
@@ -179,17 +166,7 @@ def write_state(folder: Path, cells: list[Cell], now: dt.datetime) -> WrittenSta
             to '{archive}/part-0.parquet' (format parquet)""")
     finally:
         db.close()
-    path = write_config(folder, f"""
-        [stores.src]
-        type = "duckdb"
-        path = "state.duckdb"
-        schema = "src"
-
-        [stores.dst]
-        type = "duckdb"
-        path = "state.duckdb"
-        schema = "dst"
-
+    path = write_config(folder, stores + textwrap.dedent(f"""
         [endpoints.src]
         store = "src"
         blobs = "blobs/src"
@@ -201,5 +178,54 @@ def write_state(folder: Path, cells: list[Cell], now: dt.datetime) -> WrittenSta
         topics = ["t"]
         archive = "topics/t"
         committed_offsets = {{t = {{"0" = {len(processed)}}}}}
-    """)
-    return WrittenState(folder, path, token_truth, blob_truth)
+    """))
+    environ = {"EOCTL_TEST_PGPASSWORD": postgres.password} if postgres else {}
+    return WrittenState(folder, path, token_truth, blob_truth, environ)
+
+
+_DDL = (
+    "create table {s}.eo_tokens (token_id varchar primary key, message_id varchar, destination varchar, "
+    "attempt_id varchar, created_at timestamptz)",
+    "create table {s}.eo_outbox (endpoint varchar, incoming_message_id varchar primary key, incoming_token_id varchar, "
+    "attempt_id varchar, outgoing json, tokens_committed_at timestamptz, created_at timestamptz, "
+    "updated_at timestamptz, version bigint)",
+    "create table {s}.eo_intents (intent_id varchar primary key, endpoint varchar, incoming_message_id varchar, "
+    "attempt_id varchar, kind varchar, ref varchar, created_at timestamptz)",
+)
+
+
+def _write_tables(folder: Path, postgres, tokens: list, src_entries: list, dst_entries: list, intents: list) -> str:
+    """Create and fill both endpoints' tables; returns the [stores.*] part of the configuration."""
+    inserts = [("dst.eo_tokens", tokens), ("src.eo_outbox", src_entries), ("dst.eo_outbox", dst_entries),
+               ("src.eo_intents", intents)]
+    if postgres is None:
+        import duckdb
+
+        with duckdb.connect(str(folder / "state.duckdb")) as db:
+            for schema in ("src", "dst"):
+                db.execute(f"create schema {schema}")
+                for ddl in _DDL:
+                    db.execute(ddl.format(s=schema))
+            for table, rows in inserts:
+                if rows:
+                    db.executemany(f"insert into {table} values ({', '.join(['?'] * len(rows[0]))})", rows)
+        return "".join(f'[stores.{s}]\ntype = "duckdb"\npath = "state.duckdb"\nschema = "{s}"\n\n' for s in ("src", "dst"))
+    import uuid
+
+    import psycopg
+
+    name = f"gc_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
+        conn.execute(f"create database {name}")
+    with psycopg.connect(postgres.conninfo(dbname=name)) as conn:
+        for schema in ("src", "dst"):
+            conn.execute(f"create schema {schema}")
+            for ddl in _DDL:
+                conn.execute(ddl.format(s=schema))
+        with conn.cursor() as cur:
+            for table, rows in inserts:
+                if rows:
+                    cur.executemany(f"insert into {table} values ({', '.join(['%s'] * len(rows[0]))})", rows)
+    return "".join(f'[stores.{s}]\ntype = "postgres"\nport = {postgres.port}\ndatabase = "{name}"\n'
+                   f'user = "{postgres.user}"\npassword = "${{EOCTL_TEST_PGPASSWORD}}"\nschema = "{s}"\n\n'
+                   for s in ("src", "dst"))
