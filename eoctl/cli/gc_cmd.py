@@ -10,7 +10,7 @@ import typer
 from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.cli.output import emit_json, progress, stderr
-from eoctl.errors import EoctlError, UsageError
+from eoctl.errors import UsageError
 
 Endpoints = Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", help="only these endpoints' tokens or blobs; repeatable")]
 Grace = Annotated[str, typer.Option(help="never touch anything younger than this")]
@@ -80,7 +80,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
         with progress(app.output is OutputFormat.text) as step:
             step("starting Spark")
             result: GcResult = run(app.spark(), config, options, step)
-    except EoctlError:
+    except Exception:  # known or not, cron's monitoring must see the failure
         if metrics_file is not None:
             write_metrics(metrics_file, GcResult(command, "-", execute, 0, []), success=False)
         raise

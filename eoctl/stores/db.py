@@ -8,6 +8,7 @@ SQL is written with `%s` placeholders (psycopg's) and translated for DuckDB.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -82,7 +83,10 @@ class Db:
 
 @contextmanager
 def open_db(store: StoreConfig) -> Iterator[Db]:
-    """A read-write connection; for DuckDB, waits while another process holds the file."""
+    """A read-write connection; for DuckDB, waits while another process holds the file (and
+    never creates a missing one: a typo in a path must not become an empty store)."""
+    if isinstance(store, DuckDBStore) and not Path(store.path).exists():
+        raise SourceError(f"{describe(store)} does not exist")
     deadline = time.monotonic() + _DUCKDB_LOCK_WAIT_S
     with ExitStack() as stack:
         while True:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eoctl.audit import run_audit, select_codes
+from eoctl.audit import run_audit
 from eoctl.ops import gc_blobs, gc_tokens
 from eoctl.ops.common import GcOptions
 from tests.helpers.chaos import ChaosRun, live_run, recorded_copy, settled, snapshot, store_rows
