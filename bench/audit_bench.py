@@ -16,77 +16,26 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from measure import run_measured  # noqa: E402
 
 CODES = ["EO101", "EO102", "EO103", "EO104", "EO105", "EO201", "EO202", "EO203", "EO301", "EO501", "EO502"]
-
-
-def _shares_parent_memory(pid: int, parent: int) -> bool:
-    """True for a child caught between vfork/posix_spawn and exec (the JVM starts `chmod` and
-    friends that way): it runs in its parent's address space, so its RSS is the parent's again.
-    Summing it counted the JVM twice and showed as 2.4-2.8 GiB "spikes"."""
-    import ctypes
-
-    try:  # kcmp(pid1, pid2, KCMP_VM, 0, 0): 0 when both share one mm (x86_64 syscall 312)
-        return ctypes.CDLL(None, use_errno=True).syscall(312, pid, parent, 1, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of a process and all its descendants, from /proc; an address space shared
-    by a parent and a not-yet-exec'd child is counted once."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(entry))
-            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            continue
-    total, stack = rss.get(pid, 0), [pid]
-    while stack:
-        p = stack.pop()
-        for child in children.get(p, []):
-            if not _shares_parent_memory(child, p):
-                total += rss.get(child, 0)
-            stack.append(child)
-    return total
 
 
 def run_eoctl(config: Path, jars: str | None) -> tuple[float, int, dict]:
     env = {**os.environ, **({"EOCTL_JARS_DIR": jars} if jars else {})}
     args = [sys.executable, "-m", "eoctl", "--config", str(config), "--format", "json", "audit",
             "--fail-on", "critical", "--evidence-rows", "100", *[a for c in CODES for a in ("--select", c)]]
-    start = time.monotonic()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
-    peak = 0
-    out: dict = {}
-
-    def sample() -> None:
-        nonlocal peak
-        while proc.poll() is None:
-            peak = max(peak, _tree_rss(proc.pid))
-            time.sleep(0.1)
-
-    t = threading.Thread(target=sample)
-    t.start()
-    stdout, stderr = proc.communicate()
-    t.join()
-    elapsed = time.monotonic() - start
-    if proc.returncode not in (0, 1):
-        raise RuntimeError(f"eoctl audit failed ({proc.returncode}): {stderr.decode()[-2000:]}")
+    elapsed, peak, code, stdout, stderr = run_measured(args, env, REPO)
+    if code not in (0, 1):
+        raise RuntimeError(f"eoctl audit failed ({code}): {stderr[-2000:]}")
     out = json.loads(stdout)
     return elapsed, peak, {c: r["count"] for c, r in out["summary"].items()}
 

@@ -1,0 +1,155 @@
+"""Benchmark: the gc-tokens plan over a token store of N tokens (default 1M), against the same
+classification written as DuckDB SQL on the same files, side by side in one run.
+
+    EOCTL_JARS_DIR=$PWD/.cache/jars/spark python bench/gc_bench.py --tokens 1000000 --work /tmp/gc-bench
+
+The state (written with DuckDB SQL in seconds): 50% of the tokens are carried by records in flight
+(live), 20% only by processed records (leaked), 15% by nothing and 3 days old (orphans: garbage),
+5% by nothing and 1 hour old (young), 10% registered by an attempt that lost (intents in the
+sender's store; the message's committed copy was sent) and 3 days old (garbage).
+eoctl runs as a user runs it (a subprocess: Python driver plus Spark JVM, peak RSS over the tree).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+from measure import run_measured  # noqa: E402
+
+SHARES = {"live": 0.50, "leaked": 0.20, "orphan": 0.15, "young": 0.05, "lost": 0.10}
+
+
+def generate(n: int, out: Path) -> dict[str, int]:
+    """Write the state under `out`; returns the true count of each kind."""
+    import shutil
+
+    import duckdb
+
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "topics" / "t").mkdir(parents=True)
+    bounds, acc = [], 0.0
+    for kind, share in SHARES.items():
+        acc += share
+        bounds.append((kind, acc))
+    case = "case " + " ".join(f"when i < {int(b * n)} then '{k}'" for k, b in bounds) + " end"
+    db = duckdb.connect(str(out / "state.duckdb"))
+    db.execute(f"create temp table items as select i, {case} as kind, 'tok-' || i as token_id from range({n}) t(i)")
+    for schema in ("src", "dst"):
+        db.execute(f"create schema {schema}")
+        db.execute(f"create table {schema}.eo_tokens (token_id varchar, message_id varchar, destination varchar, "
+                   "attempt_id varchar, created_at timestamptz)")
+        db.execute(f"create table {schema}.eo_outbox (endpoint varchar, incoming_message_id varchar, "
+                   "incoming_token_id varchar, attempt_id varchar, outgoing json, tokens_committed_at timestamptz, "
+                   "created_at timestamptz, updated_at timestamptz, version bigint)")
+        db.execute(f"create table {schema}.eo_intents (intent_id varchar, endpoint varchar, incoming_message_id varchar, "
+                   "attempt_id varchar, kind varchar, ref varchar, created_at timestamptz)")
+    db.execute("""insert into dst.eo_tokens select token_id, 'msg-' || i, 'dst', 'a',
+                  now() - case when kind = 'young' then interval 1 hour else interval 3 day end from items""")
+    db.execute("""insert into src.eo_intents select 'int-' || i, 'src', 'in-' || i, 'a-lost', 'token', token_id,
+                  now() - interval 3 day from items where kind = 'lost'""")
+    # records: processed first (leaked tokens, then the committed copies of the lost attempts'
+    # messages), then in flight (live tokens); one partition, committed offset between them
+    db.execute("""create temp table recs as
+        select row_number() over (order by grp, i) - 1 as "offset", grp < 2 as processed, mid, tok, causation from (
+            select 0 as grp, i, 'msg-' || i as mid, token_id as tok, 'in-x' as causation from items where kind = 'leaked'
+            union all select 1, i, 'sent-' || i, 'sent-tok-' || i, 'in-' || i from items where kind = 'lost'
+            union all select 2, i, 'msg-' || i, token_id, 'in-x' from items where kind = 'live')""")
+    committed = db.execute("select count(*) from recs where processed").fetchone()[0]
+    h = "{'key': '%s', 'value': encode(%s)}"
+    headers = ", ".join([h % ("eo-message-id", "mid"), h % ("eo-token-id", "tok"), h % ("eo-producer", "'src'"),
+                         h % ("eo-causation-id", "causation")])
+    db.execute(f"""copy (select 't' as topic, 0 as "partition", "offset", timestamp '2026-11-01' as "timestamp",
+                       cast(null as blob) as "key", encode('{{}}') as "value", [{headers}] as headers from recs)
+                   to '{out}/topics/t/part-0.parquet' (format parquet)""")
+    truth = dict(db.execute("select kind, count(*) from items group by 1").fetchall())
+    db.close()
+    (out / "eoctl.toml").write_text(f"""
+[stores.src]
+type = "duckdb"
+path = "state.duckdb"
+schema = "src"
+
+[stores.dst]
+type = "duckdb"
+path = "state.duckdb"
+schema = "dst"
+
+[endpoints.src]
+store = "src"
+
+[endpoints.dst]
+store = "dst"
+
+[endpoints.dst.input]
+topics = ["t"]
+archive = "topics/t"
+committed_offsets = {{t = {{"0" = {committed}}}}}
+""")
+    return truth
+
+
+def run_duckdb(out: Path) -> tuple[float, dict[str, int]]:
+    """The same classes as DuckDB SQL over the same files."""
+    import duckdb
+
+    start = time.monotonic()
+    db = duckdb.connect()
+    db.execute(f"attach '{out / 'state.duckdb'}' as st (read_only)")
+    committed = int((out / "eoctl.toml").read_text().split('"0" = ')[1].split("}")[0])
+    tok = "list_filter(headers, lambda x: x.key = 'eo-token-id')[1].value.decode()"
+    db.execute(f"""create table r as select {tok} as tok, bool_or("offset" >= {committed}) as in_flight
+                   from read_parquet('{out}/topics/t/*.parquet') group by 1""")
+    row = db.execute("""
+        with c as (
+            select case when r.in_flight then 'live' when r.tok is not null then 'leaked'
+                        when i.ref is not null or t.created_at < now() - interval 24 hour then 'garbage'
+                        else 'young' end as cls
+            from st.dst.eo_tokens t left join r on r.tok = t.token_id
+            left join (select distinct ref from st.src.eo_intents where kind = 'token') i on i.ref = t.token_id)
+        select count(*) filter (cls = 'live'), count(*) filter (cls = 'leaked'),
+               count(*) filter (cls = 'garbage'), count(*) filter (cls = 'young') from c""").fetchone()
+    return time.monotonic() - start, dict(zip(("live", "leaked", "garbage", "young"), row))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=1_000_000)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/eoctl-gc-bench"))
+    parser.add_argument("--jars", default=os.environ.get("EOCTL_JARS_DIR"))
+    args = parser.parse_args()
+
+    start = time.monotonic()
+    truth = generate(args.tokens, args.work)
+    print(f"generated {args.tokens} tokens in {time.monotonic() - start:.1f} s: {truth}")
+    expected = {"live": truth["live"], "leaked": truth["leaked"], "garbage": truth["orphan"] + truth["lost"],
+                "young": truth["young"]}
+
+    env = {**os.environ, **({"EOCTL_JARS_DIR": args.jars} if args.jars else {})}
+    cmd = [sys.executable, "-m", "eoctl", "--config", str(args.work / "eoctl.toml"), "--format", "json",
+           "gc-tokens", "--max-deletes", str(args.tokens)]
+    e_time, e_rss, code, stdout, stderr = run_measured(cmd, env, REPO)
+    if code != 0:
+        raise RuntimeError(f"eoctl gc-tokens failed ({code}): {stderr[-2000:]}")
+    plan = json.loads(stdout)
+    e_ok = (plan["garbage"], plan["planned"]) == (expected["garbage"], expected["garbage"])
+    d_time, d_counts = run_duckdb(args.work)
+    import resource
+
+    d_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(f"\n{args.tokens:,} tokens, {os.cpu_count()} cores")
+    print(f"{'contender':44} {'wall s':>8} {'peak RSS MiB':>13} {'matches truth':>14}")
+    print(f"{'eoctl gc-tokens plan (Spark local[*])':44} {e_time:8.1f} {e_rss / 2**20:13.0f} {str(e_ok):>14}")
+    print(f"{'DuckDB SQL, same files':44} {d_time:8.1f} {d_rss / 2**20:13.0f} {str(d_counts == expected):>14}")
+    return 0 if e_ok and d_counts == expected else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
