@@ -106,6 +106,105 @@ def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[i:i + size]
 
 
+@dataclass(frozen=True)
+class GcKind:
+    """What gc-tokens and gc-blobs differ in; `run_gc` is the flow they share."""
+
+    command: str
+    what: str  # tokens | blobs
+    key: str  # the plan's row key: token_id | name
+    classify: Callable[..., Any]  # (AuditContext, endpoint) -> classes DataFrame | None
+    columns: tuple[str, ...]  # plan columns kept for execution and evidence
+    apply_batch: Callable[..., None]  # (config, endpoint, rows, run_id, options, tally)
+    finish_leftovers: Callable[..., list[str]]  # (config, log, run_id, options) -> finished run ids
+    purge: Callable[[Config, GcOptions], int]
+
+
+def plan_garbage(spark: Any, config: Config, options: GcOptions, kind: GcKind) -> tuple[Any, list[Tally], Any]:
+    """(collectable rows, one tally per endpoint in name order, the context to release). Evidence
+    comes from every endpoint (a pending entry of one holds tokens of another); only the selected
+    endpoints' garbage is collected."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    from eoctl.checks.context import AuditContext, AuditOptions
+
+    ctx = AuditContext(spark, config, AuditOptions(now=options.now, grace=options.grace))
+    frames, tallies = [], []
+    for name in selected(config, options.endpoints):
+        classes = kind.classify(ctx, name)
+        if classes is None:
+            continue
+        garbage = ctx.persist(classes.where(F.col("class") == "garbage"))
+        counts = {r["collectable"]: r["count"] for r in garbage.groupBy("collectable").count().collect()}
+        tallies.append(Tally(name, garbage=sum(counts.values()), planned=counts.get(True, 0),
+                             skipped_young=counts.get(False, 0)))
+        frames.append(garbage.where(F.col("collectable")).select("endpoint", kind.key, *kind.columns))
+    collectable = reduce(lambda a, b: a.unionByName(b), frames) if frames else None
+    return collectable, sorted(tallies, key=lambda t: t.endpoint), ctx
+
+
+def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
+           progress: Callable[[str], None] = lambda _m: None) -> GcResult:
+    """Plan; with options.execute, under the lease: finish killed runs, plan, apply in batches, purge."""
+    run_id = new_run_id()
+    grace = int(options.grace.total_seconds())
+
+    def planned() -> tuple[Any, list[Tally], list[dict[str, Any]], Any]:
+        progress(f"classifying {kind.what}")
+        collectable, tallies, ctx = plan_garbage(spark, config, options, kind)
+        bound_to_limit(tallies, options.max_deletes)
+        return collectable, tallies, sample_rows(collectable, options.evidence_rows), ctx
+
+    if not options.execute:
+        collectable, tallies, sample, ctx = planned()
+        ctx.release()
+        return GcResult(kind.command, run_id, False, grace, tallies, sample)
+
+    def work(lease: Lease, log: RunLog) -> GcResult:
+        progress("finishing interrupted runs")
+        leftovers = kind.finish_leftovers(config, log, run_id, options)
+        collectable, tallies, sample, ctx = planned()
+        try:
+            if collectable is not None:
+                _apply_in_batches(config, collectable, tallies, options, run_id, lease, kind, progress)
+        finally:
+            ctx.release()
+        progress("purging what is past the retention")
+        purged = kind.purge(config, options)
+        return GcResult(kind.command, run_id, True, grace, tallies, sample, leftovers, purged)
+
+    return run_changing(config, kind.command, run_id, work)
+
+
+def _apply_in_batches(config: Config, collectable: Any, tallies: list[Tally], options: GcOptions, run_id: str,
+                      lease: Lease, kind: GcKind, progress: Callable[[str], None]) -> None:
+    """At most --max-deletes rows, in endpoint then key order (as `bound_to_limit` counted them),
+    computed once and streamed to the driver in batches of --batch-size, one endpoint per batch;
+    the lease is renewed after each batch."""
+    from pyspark import StorageLevel
+
+    by_endpoint = {t.endpoint: t for t in tallies}
+    rows = collectable.orderBy("endpoint", kind.key).limit(options.max_deletes).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        rows.count()
+        batch: list[Any] = []
+        current: str | None = None
+        for row in rows.orderBy("endpoint", kind.key).toLocalIterator():
+            if batch and (row["endpoint"] != current or len(batch) >= options.batch_size):
+                kind.apply_batch(config, current, batch, run_id, options, by_endpoint[current])
+                lease.renew()
+                progress(f"{sum(t.deleted for t in tallies)} {kind.what} removed")
+                batch = []
+            current = row["endpoint"]
+            batch.append(row)
+        if batch:
+            kind.apply_batch(config, current, batch, run_id, options, by_endpoint[current])
+    finally:
+        rows.unpersist()
+
+
 def run_changing(config: Config, command: str, run_id: str, work: Callable[[Lease, RunLog], GcResult]) -> GcResult:
     """Hold the lease and log the run around `work`; a failure leaves the run 'running' for the
     next run to finish, and always releases the lease (a kill leaves it for the takeover rule)."""
@@ -121,6 +220,26 @@ def run_changing(config: Config, command: str, run_id: str, work: Callable[[Leas
         result.duration_seconds = time.monotonic() - started
         log.finish(run_id, "finished", result.summary())
     return result
+
+
+def restore_run(config: Config, command: str, run_id: str, what: str, put_back: Callable[[], int]) -> RestoreResult:
+    """Under the command's lease: `put_back` (returns how many `what` it restored), then the intents
+    the run removed; the run is then marked restored, and restoring it again does nothing."""
+    from eoctl.errors import UsageError
+    from eoctl.ops.journal import intent_tables, restore_table
+
+    log = RunLog(config)
+    known = log.get(run_id)
+    if known is None or known[0] != command:
+        raise UsageError(f"--restore {run_id}: no {command} run with this id in the run log")
+    if known[1] == "restored":
+        return RestoreResult(command, run_id, {what: 0, "intents": 0}, already_restored=True)
+    with Lease(config, command, new_run_id()):
+        restored = {what: put_back()}
+        restored["intents"] = sum(restore_table(it.store, it.table, it.cols.intent_id, run_id)
+                                  for it in intent_tables(config))
+        log.set_status(run_id, "restored")
+    return RestoreResult(command, run_id, restored)
 
 
 def write_metrics(path: Path, result: GcResult, success: bool) -> None:

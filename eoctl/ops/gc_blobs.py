@@ -11,31 +11,26 @@ Blob stores are reached through fsspec (local files, s3://, gs://, ... with thei
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config
 from eoctl.errors import SourceError, UsageError
-from eoctl.ops.common import (
-    GcOptions,
-    GcResult,
-    RestoreResult,
-    Tally,
-    bound_to_limit,
-    new_run_id,
-    run_changing,
-    sample_rows,
-    selected,
+from eoctl.ops.common import GcKind, GcOptions, GcResult, RestoreResult, Tally, restore_run, run_gc
+from eoctl.ops.journal import (
+    intent_table,
+    intent_tables,
+    intents_naming,
+    journal_and_delete_intents,
+    remove_intents_of,
 )
-from eoctl.ops.journal import intent_table, intent_tables, intents_naming, journal_and_delete_intents, restore_table
-from eoctl.ops.lease import Lease, RunLog, utcnow
+from eoctl.ops.lease import RunLog, utcnow
 from eoctl.sources.tables import store_named
 from eoctl.stores.db import Db, StoreConfig, in_list, open_db
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 COMMAND = "gc-blobs"
 JOURNAL = "eoctl_journal_blobs"
@@ -105,91 +100,7 @@ def _ensure_journal(db: Db) -> None:
                "state varchar not null, primary key (eoctl_run_id, endpoint, name))")
 
 
-# ------------------------------------------------------------------------------------ plan
-
-
-def plan(spark: SparkSession, config: Config, options: GcOptions) -> tuple[DataFrame | None, list[Tally], Any]:
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    from eoctl.checks.context import AuditContext, AuditOptions
-    from eoctl.ops.reconcile import blob_classes
-
-    ctx = AuditContext(spark, config, AuditOptions(now=options.now, grace=options.grace))
-    frames, tallies = [], []
-    for name in selected(config, options.endpoints):
-        classes = blob_classes(ctx, name)
-        if classes is None:
-            continue
-        garbage = ctx.persist(classes.where(F.col("class") == "garbage"))
-        counts = {r["collectable"]: r["count"] for r in garbage.groupBy("collectable").count().collect()}
-        tallies.append(Tally(name, garbage=sum(counts.values()), planned=counts.get(True, 0),
-                             skipped_young=counts.get(False, 0)))
-        frames.append(garbage.where(F.col("collectable")).select(
-            "endpoint", "name", "size", "modified", "reason", "intents"))
-    collectable = reduce(lambda a, b: a.unionByName(b), frames) if frames else None
-    return collectable, sorted(tallies, key=lambda t: t.endpoint), ctx
-
-
-def gc_blobs(spark: SparkSession, config: Config, options: GcOptions,
-             progress: Callable[[str], None] = lambda _m: None) -> GcResult:
-    run_id = new_run_id()
-    grace = int(options.grace.total_seconds())
-    if not options.execute:
-        progress("classifying blobs")
-        collectable, tallies, ctx = plan(spark, config, options)
-        try:
-            bound_to_limit(tallies, options.max_deletes)
-            return GcResult(COMMAND, run_id, False, grace, tallies, sample_rows(collectable, options.evidence_rows))
-        finally:
-            ctx.release()
-
-    def work(lease: Lease, log: RunLog) -> GcResult:
-        progress("finishing interrupted runs")
-        leftovers = finish_leftovers(config, log, run_id)
-        progress("classifying blobs")
-        collectable, tallies, ctx = plan(spark, config, options)
-        try:
-            bound_to_limit(tallies, options.max_deletes)
-            sample = sample_rows(collectable, options.evidence_rows)
-            if collectable is not None:
-                _execute(config, collectable, tallies, options, run_id, lease, progress)
-        finally:
-            ctx.release()
-        progress("purging quarantine past the retention")
-        purged = purge(config, options)
-        return GcResult(COMMAND, run_id, True, grace, tallies, sample, leftovers, purged)
-
-    return run_changing(config, COMMAND, run_id, work)
-
-
 # --------------------------------------------------------------------------------- execute
-
-
-def _execute(config: Config, collectable: DataFrame, tallies: list[Tally], options: GcOptions, run_id: str,
-             lease: Lease, progress: Callable[[str], None]) -> None:
-    from pyspark import StorageLevel
-
-    by_endpoint = {t.endpoint: t for t in tallies}
-    rows_df = collectable.orderBy("endpoint", "name").limit(options.max_deletes).persist(
-        StorageLevel.MEMORY_AND_DISK)
-    try:
-        rows_df.count()
-        batch: list[Any] = []
-        current: str | None = None
-        for row in rows_df.orderBy("endpoint", "name").toLocalIterator():
-            if batch and (row["endpoint"] != current or len(batch) >= options.batch_size):
-                _quarantine_batch(config, current, batch, run_id, options, by_endpoint[current])
-                lease.renew()
-                progress(f"{sum(t.deleted for t in tallies)} blobs quarantined")
-                batch = []
-            current = row["endpoint"]
-            batch.append(row)
-        if batch:
-            _quarantine_batch(config, current, batch, run_id, options, by_endpoint[current])
-    finally:
-        rows_df.unpersist()
 
 
 def _quarantine_batch(config: Config, endpoint: str, batch: list[Any], run_id: str, options: GcOptions,
@@ -206,15 +117,7 @@ def _quarantine_batch(config: Config, endpoint: str, batch: list[Any], run_id: s
     moved = _move_journaled(config, prefix, run_id, [r["name"] for r in batch], options.cutoff)
     tally.deleted += len(moved)
     tally.skipped_changed += len(batch) - len(moved)
-    intents: dict[str, list[str]] = defaultdict(list)
-    for r in batch:
-        if r["name"] in moved:
-            for i in r["intents"] or []:
-                intents[i["sender"]].append(i["intent_id"])
-    for sender, intent_ids in intents.items():
-        it = intent_table(config, sender)
-        if it is not None:
-            journal_and_delete_intents(it, "blob", intent_ids, sorted(moved), run_id)
+    remove_intents_of(config, "blob", batch, moved, "name", run_id)
 
 
 def _utc(value: Any) -> Any:
@@ -259,7 +162,7 @@ def _prefixes(config: Config) -> list[BlobPrefix]:
     return [p for p in (blob_prefix(config, n) for n, ep in config.endpoints.items() if ep.blobs) if p is not None]
 
 
-def finish_leftovers(config: Config, log: RunLog, run_id: str) -> list[str]:
+def finish_leftovers(config: Config, log: RunLog, run_id: str, options: GcOptions | None = None) -> list[str]:
     """Complete a killed run: blobs journaled as `moving` are moved (the age re-check still holds),
     and the intents of its quarantined blobs are removed."""
     finished = []
@@ -317,29 +220,36 @@ def purge(config: Config, options: GcOptions) -> int:
 
 def restore(config: Config, run_id: str) -> RestoreResult:
     """Move every blob a run quarantined back to its place and restore the intents it removed."""
-    log = RunLog(config)
-    known = log.get(run_id)
-    if known is None or known[0] != COMMAND:
-        raise UsageError(f"--restore {run_id}: no {COMMAND} run with this id in the run log")
-    if known[1] == "restored":
-        return RestoreResult(COMMAND, run_id, {"blobs": 0, "intents": 0}, already_restored=True)
-    restored = {"blobs": 0, "intents": 0}
-    with Lease(config, COMMAND, new_run_id()):
+
+    def put_back() -> int:
+        back = 0
         for prefix in _prefixes(config):
-            names = _journal_rows(prefix, run_id, ("moving", "quarantined"))
-            back = []
-            for name in names:
+            for name in _journal_rows(prefix, run_id, ("moving", "quarantined")):
                 src, dst = prefix.path(name), prefix.quarantined(run_id, name)
                 if prefix.fs.exists(dst) and not prefix.fs.exists(src):
                     prefix.move(dst, src)
-                    back.append(name)
+                    back += 1
             with open_db(prefix.store) as db:
                 with db.tx():
                     db.execute(f"update {db.table(JOURNAL)} set state = 'restored' where eoctl_run_id = %s "
                                "and endpoint = %s and state in ('moving', 'quarantined')", [run_id, prefix.endpoint])
             prefix.prune(run_id)
-            restored["blobs"] += len(back)
-        for it in intent_tables(config):
-            restored["intents"] += restore_table(it.store, it.table, it.cols.intent_id, run_id)
-        log.set_status(run_id, "restored")
-    return RestoreResult(COMMAND, run_id, restored)
+        return back
+
+    return restore_run(config, COMMAND, run_id, "blobs", put_back)
+
+
+def _classes(ctx: Any, name: str) -> Any:
+    from eoctl.ops.reconcile import blob_classes
+
+    return blob_classes(ctx, name)
+
+
+KIND = GcKind(COMMAND, "blobs", "name", _classes, ("size", "modified", "reason", "intents"), _quarantine_batch,
+              finish_leftovers, purge)
+
+
+def gc_blobs(spark: SparkSession, config: Config, options: GcOptions,
+             progress: Callable[[str], None] = lambda _m: None) -> GcResult:
+    """Plan (options.execute False) or quarantine orphaned blobs; see the module doc."""
+    return run_gc(spark, config, options, KIND, progress)

@@ -13,42 +13,29 @@ copies a run's journal back.
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config, TokenColumns
-from eoctl.errors import UsageError
-from eoctl.ops.common import (
-    GcOptions,
-    GcResult,
-    RestoreResult,
-    Tally,
-    bound_to_limit,
-    chunks,
-    new_run_id,
-    run_changing,
-    sample_rows,
-    selected,
-)
+from eoctl.ops.common import GcKind, GcOptions, GcResult, RestoreResult, Tally, chunks, restore_run, run_gc
 from eoctl.ops.journal import (
     JOURNAL_EXTRA,
-    intent_table,
     intent_tables,
     intents_naming,
     journal_and_delete_intents,
     journal_of,
     purge_journal,
     q,
+    remove_intents_of,
     restore_table,
 )
-from eoctl.ops.lease import Lease, RunLog, utcnow
+from eoctl.ops.lease import RunLog, utcnow
 from eoctl.sources.tables import store_named
 from eoctl.stores.db import StoreConfig, in_list, open_db
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 COMMAND = "gc-tokens"
 
@@ -73,97 +60,6 @@ def token_table(config: Config, name: str) -> TokenTable | None:
                       ep.outbox.table if same else None, ep.outbox.columns.incoming_token_id if same else None)
 
 
-# ------------------------------------------------------------------------------------ plan
-
-
-def plan(spark: SparkSession, config: Config, options: GcOptions) -> tuple[DataFrame | None, list[Tally], Any]:
-    """(collectable tokens, one tally per endpoint, the audit context to release)."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    from eoctl.checks.context import AuditContext, AuditOptions
-    from eoctl.ops.reconcile import token_classes
-
-    # Evidence comes from every endpoint (a pending entry of one holds tokens of another);
-    # only the selected endpoints' tokens are collected.
-    ctx = AuditContext(spark, config, AuditOptions(now=options.now, grace=options.grace))
-    frames, tallies = [], []
-    for name in selected(config, options.endpoints):
-        classes = token_classes(ctx, name)
-        if classes is None:
-            continue
-        garbage = ctx.persist(classes.where(F.col("class") == "garbage"))
-        counts = {r["collectable"]: r["count"] for r in garbage.groupBy("collectable").count().collect()}
-        tallies.append(Tally(name, garbage=sum(counts.values()), planned=counts.get(True, 0),
-                             skipped_young=counts.get(False, 0)))
-        frames.append(garbage.where(F.col("collectable")).select(
-            "endpoint", "token_id", "message_id", "created_at", "reason", "intents"))
-    collectable = reduce(lambda a, b: a.unionByName(b), frames) if frames else None
-    return collectable, sorted(tallies, key=lambda t: t.endpoint), ctx
-
-
-def gc_tokens(spark: SparkSession, config: Config, options: GcOptions,
-              progress: Callable[[str], None] = lambda _m: None) -> GcResult:
-    run_id = new_run_id()
-    if not options.execute:
-        progress("classifying tokens")
-        collectable, tallies, ctx = plan(spark, config, options)
-        try:
-            bound_to_limit(tallies, options.max_deletes)
-            sample = sample_rows(collectable, options.evidence_rows)
-        finally:
-            ctx.release()
-        return GcResult(COMMAND, run_id, False, int(options.grace.total_seconds()), tallies, sample)
-
-    def work(lease: Lease, log: RunLog) -> GcResult:
-        progress("finishing interrupted runs")
-        leftovers = finish_leftovers(config, log, run_id, options)
-        progress("classifying tokens")
-        collectable, tallies, ctx = plan(spark, config, options)
-        try:
-            bound_to_limit(tallies, options.max_deletes)
-            sample = sample_rows(collectable, options.evidence_rows)
-            if collectable is not None:
-                _execute(config, collectable, tallies, options, run_id, lease, progress)
-        finally:
-            ctx.release()
-        progress("purging journal rows past the retention")
-        purged = purge(config, options)
-        return GcResult(COMMAND, run_id, True, int(options.grace.total_seconds()), tallies, sample, leftovers, purged)
-
-    return run_changing(config, COMMAND, run_id, work)
-
-
-# --------------------------------------------------------------------------------- execute
-
-
-def _execute(config: Config, collectable: DataFrame, tallies: list[Tally], options: GcOptions, run_id: str,
-             lease: Lease, progress: Callable[[str], None]) -> None:
-    from pyspark import StorageLevel
-
-    by_endpoint = {t.endpoint: t for t in tallies}
-    # The rows to delete are bounded by --max-deletes; they are computed once and then streamed.
-    rows_df = collectable.orderBy("endpoint", "token_id").limit(options.max_deletes).persist(
-        StorageLevel.MEMORY_AND_DISK)
-    try:
-        rows_df.count()
-        batch: list[Any] = []
-        current: str | None = None
-        for row in rows_df.orderBy("endpoint", "token_id").toLocalIterator():
-            if batch and (row["endpoint"] != current or len(batch) >= options.batch_size):
-                _delete_batch(config, current, batch, run_id, options, by_endpoint[current])
-                lease.renew()
-                progress(f"{sum(t.deleted for t in tallies)} tokens removed")
-                batch = []
-            current = row["endpoint"]
-            batch.append(row)
-        if batch:
-            _delete_batch(config, current, batch, run_id, options, by_endpoint[current])
-    finally:
-        rows_df.unpersist()
-
-
 def _delete_batch(config: Config, endpoint: str, batch: list[Any], run_id: str, options: GcOptions,
                   tally: Tally) -> None:
     table = token_table(config, endpoint)
@@ -172,15 +68,7 @@ def _delete_batch(config: Config, endpoint: str, batch: list[Any], run_id: str, 
     removed = _journal_and_delete_tokens(table, ids, run_id, options.cutoff)
     tally.deleted += len(removed)
     tally.skipped_changed += len(ids) - len(removed)
-    intents: dict[str, list[str]] = defaultdict(list)
-    for r in batch:
-        if r["token_id"] in removed:
-            for i in r["intents"] or []:
-                intents[i["sender"]].append(i["intent_id"])
-    for sender, intent_ids in intents.items():
-        it = intent_table(config, sender)
-        if it is not None:
-            journal_and_delete_intents(it, "token", intent_ids, sorted(removed), run_id)
+    remove_intents_of(config, "token", batch, removed, "token_id", run_id)
 
 
 def _journal_and_delete_tokens(t: TokenTable, ids: list[str], run_id: str, cutoff: dt.datetime) -> set[str]:
@@ -254,17 +142,21 @@ def purge(config: Config, options: GcOptions) -> int:
 
 def restore(config: Config, run_id: str) -> RestoreResult:
     """Put back every token and intent a run removed (rows the store has again are left alone)."""
-    log = RunLog(config)
-    known = log.get(run_id)
-    if known is None or known[0] != COMMAND:
-        raise UsageError(f"--restore {run_id}: no {COMMAND} run with this id in the run log")
-    if known[1] == "restored":
-        return RestoreResult(COMMAND, run_id, {"tokens": 0, "intents": 0}, already_restored=True)
-    restored = {"tokens": 0, "intents": 0}
-    with Lease(config, COMMAND, new_run_id()):
-        for t in _token_tables(config):
-            restored["tokens"] += restore_table(t.store, t.table, t.cols.token_id, run_id)
-        for it in intent_tables(config):
-            restored["intents"] += restore_table(it.store, it.table, it.cols.intent_id, run_id)
-        log.set_status(run_id, "restored")
-    return RestoreResult(COMMAND, run_id, restored)
+    return restore_run(config, COMMAND, run_id, "tokens", lambda: sum(
+        restore_table(t.store, t.table, t.cols.token_id, run_id) for t in _token_tables(config)))
+
+
+def _classes(ctx: Any, name: str) -> Any:
+    from eoctl.ops.reconcile import token_classes
+
+    return token_classes(ctx, name)
+
+
+KIND = GcKind(COMMAND, "tokens", "token_id", _classes,
+              ("message_id", "created_at", "reason", "intents"), _delete_batch, finish_leftovers, purge)
+
+
+def gc_tokens(spark: SparkSession, config: Config, options: GcOptions,
+              progress: Callable[[str], None] = lambda _m: None) -> GcResult:
+    """Plan (options.execute False) or collect garbage tokens; see the module doc."""
+    return run_gc(spark, config, options, KIND, progress)

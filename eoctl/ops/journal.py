@@ -8,7 +8,9 @@ so a kill at any point leaves either both or neither.
 from __future__ import annotations
 
 import datetime as dt
+from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from eoctl.config.model import Config, IntentColumns
 from eoctl.ops.lease import utcnow
@@ -73,6 +75,19 @@ def journal_and_delete_intents(it: IntentTable, kind: str, intent_ids: list[str]
                     f"from {db.table(journal)} where eoctl_run_id = %s) and {q(c.intent_id)} in {in_list(part)}",
                     [run_id, *part])
     return removed
+
+
+def remove_intents_of(config: Config, kind: str, rows: list[Any], removed: set[str], key: str, run_id: str) -> None:
+    """Journal and delete the intents (listed in each plan row's `intents`) of the rows this run removed."""
+    by_sender: dict[str, list[str]] = defaultdict(list)
+    for r in rows:
+        if r[key] in removed:
+            for i in r["intents"] or []:
+                by_sender[i["sender"]].append(i["intent_id"])
+    for sender, intent_ids in by_sender.items():
+        it = intent_table(config, sender)
+        if it is not None:
+            journal_and_delete_intents(it, kind, intent_ids, sorted(removed), run_id)
 
 
 def intents_naming(it: IntentTable, kind: str, refs: list[str]) -> list[str]:

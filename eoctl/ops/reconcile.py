@@ -99,6 +99,19 @@ def _registered(ctx: AuditContext, kind: str) -> DataFrame | None:
     return ctx.cached(("registered", kind), build)
 
 
+def _with_registration(ctx: AuditContext, df: DataFrame, kind: str, key: str) -> DataFrame:
+    """`df` with who registered each `key` (registered_by, registered_for_message,
+    registered_attempt), whether that attempt lost (attempt_lost) and the intents (null when none)."""
+    from pyspark.sql import functions as F
+
+    registered = _registered(ctx, kind)
+    if registered is not None:
+        return df.join(registered.withColumnRenamed("ref", key), key, "left")
+    return df.select("*", *[F.lit(None).cast("string").alias(c) for c in
+                            ("registered_by", "registered_for_message", "registered_attempt")],
+                     F.lit(None).cast("boolean").alias("attempt_lost"), F.lit(None).alias("intents"))
+
+
 def _empty_intents() -> Column:
     from pyspark.sql import functions as F
 
@@ -123,13 +136,7 @@ def token_classes(ctx: AuditContext, name: str) -> DataFrame | None:
         .alias("in_flight_at"))
     refs = ctx.referenced_tokens.withColumn("referenced", F.lit(True))
     df = t.join(on_records, "token_id", "left").join(refs, "token_id", "left")
-    registered = _registered(ctx, "token")
-    if registered is not None:
-        df = df.join(registered.withColumnRenamed("ref", "token_id"), "token_id", "left")
-    else:
-        df = df.select("*", *[F.lit(None).cast("string").alias(c) for c in
-                              ("registered_by", "registered_for_message", "registered_attempt")],
-                       F.lit(None).cast("boolean").alias("attempt_lost"), F.lit(None).alias("intents"))
+    df = _with_registration(ctx, df, "token", "token_id")
     lost = F.coalesce(F.col("attempt_lost"), F.lit(False))
     old = F.col("created_at") < cutoff
     cls = (F.when(F.col("in_flight") == F.lit(True), "live")
@@ -197,13 +204,7 @@ def blob_classes(ctx: AuditContext, name: str) -> DataFrame | None:
         F.explode("blob_refs.uri").alias("uri")).select(relative_name(F.col("uri"), prefix).alias("name")).distinct(
     ).withColumn("referenced", F.lit(True))
     df = files.join(published, "name", "left").join(named, "name", "left").join(pending, "name", "left")
-    registered = _registered(ctx, "blob")
-    if registered is not None:
-        df = df.join(registered.withColumnRenamed("ref", "name"), "name", "left")
-    else:
-        df = df.select("*", *[F.lit(None).cast("string").alias(c) for c in
-                              ("registered_by", "registered_for_message", "registered_attempt")],
-                       F.lit(None).cast("boolean").alias("attempt_lost"), F.lit(None).alias("intents"))
+    df = _with_registration(ctx, df, "blob", "name")
     lost = F.coalesce(F.col("attempt_lost"), F.lit(False))
     old = F.col("modified") < cutoff
     is_published = (F.col("published") == F.lit(True)) | (F.col("maybe_published") == F.lit(True))

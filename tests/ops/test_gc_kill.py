@@ -14,6 +14,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -26,6 +28,8 @@ from tests.helpers.servers import wait_until
 pytestmark = pytest.mark.integration
 
 OLD = 3 * 24 * 60  # minutes: far past the 24h grace period
+LOCK_TOKEN = "select 1 from dst.eo_tokens where token_id = %s for update"
+LOCK_INTENT = "select 1 from src.eo_intents where ref = %s for update"
 
 
 def _state(tmp_path: Path, postgres) -> WrittenState:
@@ -55,9 +59,25 @@ def _blocked(conninfo: str) -> bool:
                                  "and wait_event_type = 'Lock'").fetchone()[0])
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+@contextmanager
+def _row_locked(db: str, sql: str, key: str) -> Iterator[None]:
+    """Hold a row lock (`select ... for update`) for the block: a gc run touching the row waits."""
+    holder = psycopg.connect(db)
+    holder.execute(sql, (key,))
+    try:
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def _kill_when_blocked(state: WrittenState, db: str, command: str, lock_sql: str, key: str) -> None:
+    """Start `command --execute`, wait until it waits on the locked row, kill -9 its process group."""
+    with _row_locked(db, lock_sql, key):
+        proc = _start(state, command)
+        assert wait_until(lambda: _blocked(db), 240, 0.2), "gc never reached the locked row"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _rows(conninfo: str, sql: str) -> set:
@@ -86,18 +106,7 @@ def test_gc_tokens_killed_mid_batch_converges_on_rerun(postgres, tmp_path: Path,
     garbage = sorted(t for t, (c, i) in state.tokens.items() if must_remove(c, i))
     live = set(state.tokens) - set(garbage)
     victim = garbage[25]  # third batch of 10, in token id order
-    holder = psycopg.connect(db)
-    if lock == "token":
-        holder.execute("select 1 from dst.eo_tokens where token_id = %s for update", (victim,))
-    else:
-        holder.execute("select 1 from src.eo_intents where ref = %s for update", (victim,))
-    proc = _start(state, "gc-tokens")
-    try:
-        assert wait_until(lambda: _blocked(db), 240, 0.2), "gc never reached the locked row"
-        _kill(proc)
-    finally:
-        holder.rollback()
-        holder.close()
+    _kill_when_blocked(state, db, "gc-tokens", LOCK_TOKEN if lock == "token" else LOCK_INTENT, victim)
 
     # after the kill: whatever was journaled is gone from the store and the rest is untouched
     present = _rows(db, "select token_id from dst.eo_tokens")
@@ -126,15 +135,7 @@ def test_gc_blobs_killed_mid_batch_converges_on_rerun(postgres, tmp_path: Path) 
     db = _conninfo(state, postgres)
     garbage = sorted(b for b, (c, i) in state.blobs.items() if must_remove(c, i))
     victim = garbage[15]  # second batch
-    holder = psycopg.connect(db)
-    holder.execute("select 1 from src.eo_intents where ref = %s for update", (victim,))
-    proc = _start(state, "gc-blobs")
-    try:
-        assert wait_until(lambda: _blocked(db), 240, 0.2), "gc never reached the locked row"
-        _kill(proc)
-    finally:
-        holder.rollback()
-        holder.close()
+    _kill_when_blocked(state, db, "gc-blobs", LOCK_INTENT, victim)
 
     files = {p.name for p in state.blob_dir.iterdir() if p.is_file()}
     quarantined = {p.name for p in state.blob_dir.rglob("*") if p.is_file() and ".eoctl-quarantine" in p.parts}
@@ -154,18 +155,13 @@ def test_two_concurrent_runs_exactly_one_proceeds(postgres, tmp_path: Path) -> N
     state = _state(tmp_path, postgres)
     db = _conninfo(state, postgres)
     garbage = sorted(t for t, (c, i) in state.tokens.items() if must_remove(c, i))
-    holder = psycopg.connect(db)
-    holder.execute("select 1 from dst.eo_tokens where token_id = %s for update", (garbage[5],))
-    first = _start(state, "gc-tokens")
-    try:
+    with _row_locked(db, LOCK_TOKEN, garbage[5]):
+        first = _start(state, "gc-tokens")
         assert wait_until(lambda: _blocked(db), 240, 0.2), "the first run never started deleting"
         second = run_eoctl("--config", str(state.config_path), "gc-tokens", "--execute", env=state.environ)
         assert second.code == 4, second.stderr
         assert "gc-tokens is already running: run " in second.stderr and "Traceback" not in second.stderr
         assert len(second.stderr.strip().splitlines()) == 1
-    finally:
-        holder.rollback()
-        holder.close()
     out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     assert json.loads(out)["deleted"] == len(garbage)
