@@ -85,3 +85,25 @@ def test_a_plan_changes_nothing(spark, tmp_path: Path) -> None:
     recorded = max(r[0] for r in store_rows(chaos, "select created_at from shipping.eo_tokens"))
     young = gc_tokens.gc_tokens(spark, chaos.config, GcOptions(now=recorded + dt.timedelta(hours=1)))
     assert (young.totals()["planned"], young.totals()["skipped_young"]) == (0, 1)
+
+
+def test_what_is_past_the_retention_is_purged_for_good(spark, tmp_path: Path) -> None:
+    chaos = recorded_copy(tmp_path)
+    options = GcOptions(grace=dt.timedelta(0), execute=True)
+    tokens = gc_tokens.gc_tokens(spark, chaos.config, options)
+    blobs = gc_blobs.gc_blobs(spark, chaos.config, options)
+    assert {f.split("/")[0] for f in snapshot(chaos)["files"]} >= {".eoctl-quarantine"}
+    assert store_rows(chaos, "select count(*) from shipping.eoctl_journal_eo_tokens")[0][0] == 1
+
+    # the next runs, with no retention, purge both: the quarantine folder goes away entirely
+    purge = GcOptions(grace=dt.timedelta(0), execute=True, retention=dt.timedelta(0))
+    assert gc_blobs.gc_blobs(spark, chaos.config, purge).purged == 1
+    assert gc_tokens.gc_tokens(spark, chaos.config, purge).purged == 2  # the token and its intent
+    after = snapshot(chaos)
+    assert not [f for f in after["files"] if f.startswith(".eoctl")] and ".eoctl-quarantine" not in after["dirs"]
+    assert store_rows(chaos, "select state from billing.eoctl_journal_blobs") == [("purged",)]
+    assert store_rows(chaos, "select count(*) from shipping.eoctl_journal_eo_tokens")[0][0] == 0
+    assert store_rows(chaos, "select count(*) from billing.eoctl_journal_eo_intents")[0][0] == 0
+    # a purged run cannot be restored any more: nothing comes back
+    assert gc_tokens.restore(chaos.config, tokens.run_id).restored == {"tokens": 0, "intents": 0}
+    assert gc_blobs.restore(chaos.config, blobs.run_id).restored == {"blobs": 0, "intents": 0}
