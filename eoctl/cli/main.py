@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl import __version__
-from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, gc_cmd, jars_cmd, sources_cmd
+from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, gc_cmd, jars_cmd, replay_cmd, sources_cmd
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.errors import EoctlError, ExitCode
 
@@ -37,6 +37,9 @@ app.command("reconcile-tokens", epilog="Example: eoctl --config samples/chaos/eo
 app.command("gc-tokens", epilog="Example: eoctl --config eoctl.toml --format json gc-tokens --execute "
             "--metrics-file /var/lib/node_exporter/eoctl_gc_tokens.prom")(gc_cmd.gc_tokens)
 app.command("gc-blobs", epilog="Example: eoctl --config eoctl.toml gc-blobs --grace 48h --execute")(gc_cmd.gc_blobs)
+app.command("replay-outbox", epilog="Example: eoctl --config eoctl.toml replay-outbox --stuck-after 30m --execute")(
+    replay_cmd.replay_outbox
+)
 
 
 def _version(value: bool) -> None:

@@ -1,4 +1,4 @@
-"""Rendering of reconcile-tokens, gc-tokens and gc-blobs results: text tables and JSON."""
+"""Rendering of reconcile-tokens, gc-tokens, gc-blobs and replay-outbox results: text tables and JSON."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from rich.table import Table
 
 from eoctl.ops.common import GcResult, RestoreResult
 from eoctl.ops.reconcile import TOKEN_CLASSES, ReconcileReport
+from eoctl.ops.replay import ReplayResult
 from eoctl.report.render import TOP_EVIDENCE, cell
 
 RECONCILE_SCHEMA = "eoctl.reconcile-tokens/v1"
@@ -113,3 +114,39 @@ def render_restore(result: RestoreResult, console: Console) -> None:
 
 def restore_json(result: RestoreResult) -> str:
     return json.dumps({"schema": GC_SCHEMA, "restore": asdict(result)}, separators=(",", ":"))
+
+
+REPLAY_SCHEMA = "eoctl.replay-outbox/v1"
+_STATUS = {"planned": "planned", "replayed": "[green]replayed[/]", "skipped": "[yellow]skipped[/]",
+           "conflict": "[yellow]conflict[/]", "failed": "[bold red]failed[/]"}
+
+
+def render_replay(result: ReplayResult, console: Console) -> None:
+    mode = "executed" if result.executed else "plan only (nothing changed; add --execute)"
+    console.print(f"[bold]eoctl replay-outbox[/] run {result.run_id}: {mode}")
+    if not result.outcomes:
+        console.print("no stuck outbox entries")
+        return
+    table = Table(title="stuck outbox entries", title_justify="left")
+    for col in ("endpoint", "entry (incoming message id)", "age", "messages", "tokens committed", "status",
+                "reason"):
+        table.add_column(col, justify="right" if col in ("age", "messages") else "left")
+    for o in result.outcomes:
+        table.add_row(o.endpoint, o.entry_id, _age(o.age_seconds), str(o.messages), "yes" if o.tokens_committed else "no",
+                      _STATUS[o.status], o.reason or "")
+    console.print(table)
+    counts = ", ".join(f"{n} {status}" for status, n in result.counts().items())
+    console.print(f"{counts}; {result.duration_seconds:.1f}s" if result.executed else counts)
+
+
+def _age(seconds: int) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:.1f}d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds // 60}m"
+
+
+def replay_json(result: ReplayResult) -> str:
+    """One line, like gc's: the summary with one object per entry (replayed, skipped and why, ...)."""
+    return json.dumps({"schema": REPLAY_SCHEMA, **result.summary()}, default=str, separators=(",", ":"))

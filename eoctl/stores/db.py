@@ -82,16 +82,16 @@ class Db:
 
 
 @contextmanager
-def open_db(store: StoreConfig) -> Iterator[Db]:
-    """A read-write connection; for DuckDB, waits while another process holds the file (and
-    never creates a missing one: a typo in a path must not become an empty store)."""
+def open_db(store: StoreConfig, read_only: bool = False) -> Iterator[Db]:
+    """A connection (read-write unless `read_only`); for DuckDB, waits while another process holds
+    the file, and never creates a missing one (a typo in a path must not become an empty store)."""
     if isinstance(store, DuckDBStore) and not Path(store.path).exists():
         raise SourceError(f"{describe(store)} does not exist")
     deadline = time.monotonic() + _DUCKDB_LOCK_WAIT_S
     with ExitStack() as stack:
         while True:
             try:
-                conn = stack.enter_context(connect(store, read_only=False))
+                conn = stack.enter_context(connect(store, read_only=read_only))
                 break
             except SourceError as exc:
                 locked = isinstance(store, DuckDBStore) and "lock" in str(exc).lower()

@@ -10,12 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import signal
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -23,6 +18,7 @@ import pytest
 
 from tests.helpers.cli import run_eoctl
 from tests.helpers.gc_states import Cell, Item, WrittenState, must_remove, write_state
+from tests.helpers.kill import eoctl_blocked, kill_when_blocked, locked, start_eoctl
 from tests.helpers.servers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -45,39 +41,12 @@ def _conninfo(state: WrittenState, postgres) -> str:
     return postgres.conninfo(dbname=dbname)
 
 
-def _start(state: WrittenState, command: str, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, **state.environ}
-    return subprocess.Popen([sys.executable, "-m", "eoctl", "--config", str(state.config_path), "--format", "json",
-                             command, "--execute", "--batch-size", "10", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-
-
-def _blocked(conninfo: str) -> bool:
-    with psycopg.connect(conninfo) as conn:
-        return bool(conn.execute("select count(*) from pg_stat_activity where application_name = 'eoctl' "
-                                 "and wait_event_type = 'Lock'").fetchone()[0])
-
-
-@contextmanager
-def _row_locked(db: str, sql: str, key: str) -> Iterator[None]:
-    """Hold a row lock (`select ... for update`) for the block: a gc run touching the row waits."""
-    holder = psycopg.connect(db)
-    holder.execute(sql, (key,))
-    try:
-        yield
-    finally:
-        holder.rollback()
-        holder.close()
+def _start(state: WrittenState, command: str) -> subprocess.Popen:
+    return start_eoctl(state.config_path, state.environ, command, "--execute", "--batch-size", "10")
 
 
 def _kill_when_blocked(state: WrittenState, db: str, command: str, lock_sql: str, key: str) -> None:
-    """Start `command --execute`, wait until it waits on the locked row, kill -9 its process group."""
-    with _row_locked(db, lock_sql, key):
-        proc = _start(state, command)
-        assert wait_until(lambda: _blocked(db), 240, 0.2), "gc never reached the locked row"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_when_blocked(db, lock_sql, (key,), state.config_path, state.environ, command, "--execute", "--batch-size", "10")
 
 
 def _rows(conninfo: str, sql: str) -> set:
@@ -155,9 +124,9 @@ def test_two_concurrent_runs_exactly_one_proceeds(postgres, tmp_path: Path) -> N
     state = _state(tmp_path, postgres)
     db = _conninfo(state, postgres)
     garbage = sorted(t for t, (c, i) in state.tokens.items() if must_remove(c, i))
-    with _row_locked(db, LOCK_TOKEN, garbage[5]):
+    with locked(db, LOCK_TOKEN, (garbage[5],)):
         first = _start(state, "gc-tokens")
-        assert wait_until(lambda: _blocked(db), 240, 0.2), "the first run never started deleting"
+        assert wait_until(lambda: eoctl_blocked(db), 240, 0.2), "the first run never started deleting"
         second = run_eoctl("--config", str(state.config_path), "gc-tokens", "--execute", env=state.environ)
         assert second.code == 4, second.stderr
         assert "gc-tokens is already running: run " in second.stderr and "Traceback" not in second.stderr

@@ -1,0 +1,401 @@
+"""`eoctl replay-outbox`: finish stuck outbox entries exactly as the algorithm's tail does.
+
+Per entry, under the single-runner lease, with a fresh attempt id:
+  0 validate       outgoing JSON, known topics, record sizes: a poison entry is skipped before
+                   anything changes (no garbage tokens for it)
+  1 checkpoint     only if its tokens are not committed yet: new token ids, registered as intents
+                   in the sender's store, created in each destination's token store, then persisted
+                   with the entry under its version (optimistic concurrency). Once committed, token
+                   ids are never generated again: that is the seed's key lesson.
+  2 dispatch       every outgoing message with its committed token id, through an idempotent
+                   producer, waiting for every delivery report
+  3 incoming token removed from the sender's token store
+  4 entry deleted  under its version
+A lost version check (the endpoint finished or changed the entry meanwhile) is reported and the
+entry left to its owner: no lost update, no new tokens. A kill at any step leaves a state the next
+run finishes: before 1 commits, fresh tokens are made again (the earlier ones are garbage of an
+attempt that lost, for gc); after, the same tokens are sent again and the receiver drops the copy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from eoctl.config.model import Config, EndpointConfig
+from eoctl.errors import SourceError, UsageError
+from eoctl.ops.common import new_run_id, selected
+from eoctl.ops.journal import q
+from eoctl.ops.lease import Lease, RunLog, utcnow
+from eoctl.sources.tables import store_named
+from eoctl.stores.db import Db, open_db
+
+COMMAND = "replay-outbox"
+
+
+class ConcurrencyConflict(Exception):
+    """The entry changed since it was read: its owner moved it on."""
+
+
+class PoisonEntry(Exception):
+    """The entry cannot be sent as it is (bad JSON, unknown topic, oversized record)."""
+
+
+@dataclass
+class ReplayOptions:
+    stuck_after: dt.timedelta = dt.timedelta(minutes=15)
+    endpoints: list[str] | None = None
+    entries: list[str] | None = None  # incoming message ids
+    max_entries: int = 100
+    rate: float | None = None  # entries per second
+    execute: bool = False
+    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc))
+
+
+@dataclass
+class StuckEntry:
+    endpoint: str
+    entry_id: str  # the incoming message id
+    incoming_token_id: str | None
+    age_seconds: int
+    messages: int
+    tokens_committed: bool
+    version: int
+    outgoing: Any = field(repr=False, default=None)
+
+
+@dataclass
+class EntryOutcome:
+    endpoint: str
+    entry_id: str
+    age_seconds: int
+    messages: int
+    tokens_committed: bool  # before this run
+    status: str  # planned | replayed | skipped | conflict | failed
+    reason: str | None = None
+    tokens_created: int = 0
+    messages_sent: int = 0
+
+
+@dataclass
+class ReplayResult:
+    run_id: str
+    executed: bool
+    outcomes: list[EntryOutcome]
+    duration_seconds: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for o in self.outcomes:
+            out[o.status] = out.get(o.status, 0) + 1
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        return {"command": COMMAND, "run_id": self.run_id, "executed": self.executed, **self.counts(),
+                "duration_seconds": round(self.duration_seconds, 3), "entries": [asdict(o) for o in self.outcomes]}
+
+
+# ------------------------------------------------------------------------------ finding them
+
+
+def _outbox(config: Config, name: str, ep: EndpointConfig):
+    store = ep.store_of(ep.outbox)
+    return None if store is None else store_named(config, store)
+
+
+def find_stuck(config: Config, options: ReplayOptions) -> list[StuckEntry]:
+    """Pending entries older than --stuck-after (or the --entry ones), oldest first."""
+    found: list[StuckEntry] = []
+    for name, ep in selected(config, options.endpoints).items():
+        store = _outbox(config, name, ep)
+        if store is None:
+            continue
+        c = ep.outbox.columns
+        with open_db(store, read_only=True) as db:
+            if db.columns(ep.outbox.table) is None:
+                continue
+            where = [f"{q(c.endpoint)} = %s"]
+            params: list[Any] = [name]
+            if options.entries:
+                where.append(f"{q(c.incoming_message_id)} in ({', '.join(['%s'] * len(options.entries))})")
+                params += options.entries
+            else:
+                where.append(f"{q(c.created_at)} < %s")
+                params.append(options.now - options.stuck_after)
+            rows = db.execute(
+                f"select {q(c.incoming_message_id)}, {q(c.incoming_token_id)}, cast({q(c.outgoing)} as varchar), "
+                f"{q(c.tokens_committed_at)}, {q(c.created_at)}, {q(c.version)} from {db.table(ep.outbox.table)} "
+                f"where {' and '.join(where)} order by {q(c.created_at)}", params)
+        for entry_id, token, outgoing, committed_at, created_at, version in rows:
+            created = created_at if created_at.tzinfo else created_at.replace(tzinfo=dt.timezone.utc)
+            try:
+                messages = json.loads(outgoing)
+                count = len(messages) if isinstance(messages, list) else 0
+                committed = bool(count) and all(isinstance(m, dict) and m.get("token_id") for m in messages)
+            except (TypeError, ValueError):
+                messages, count, committed = outgoing, 0, False
+            found.append(StuckEntry(name, entry_id, token, int((options.now - created).total_seconds()), count,
+                                    committed_at is not None and committed, int(version), messages))
+    found.sort(key=lambda e: -e.age_seconds)
+    return found[:options.max_entries]
+
+
+# ---------------------------------------------------------------------------------- routing
+
+
+@dataclass
+class Route:
+    """Where an outgoing message goes: the endpoint consuming its topic and that endpoint's tokens."""
+
+    destination: str
+    kafka: str
+
+
+def routes(config: Config) -> dict[str, Route]:
+    """topic -> the endpoint that consumes it (its token store gets the token) and the Kafka
+    connection to send through (the consumer's own, else the only one configured)."""
+    only = next(iter(config.kafka)) if len(config.kafka) == 1 else None
+    out: dict[str, Route] = {}
+    for name, ep in config.endpoints.items():
+        if ep.input is None:
+            continue
+        for topic in ep.input.topics:
+            kafka = ep.input.kafka or only
+            if kafka is not None:
+                out[topic] = Route(name, kafka)
+    return out
+
+
+def _validate(entry: StuckEntry, table: dict[str, Route], max_bytes: int) -> list[dict[str, Any]]:
+    """The outgoing messages, or PoisonEntry saying why the entry cannot be sent as it is."""
+    messages = entry.outgoing
+    if not isinstance(messages, list):
+        raise PoisonEntry("outgoing is not a JSON list of messages")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not m.get("message_id") or not m.get("topic"):
+            raise PoisonEntry(f"outgoing[{i}] has no message_id or topic")
+        if m["topic"] not in table:
+            raise PoisonEntry(f"outgoing[{i}]: topic {m['topic']!r} is no configured endpoint's input")
+        size = len(_bytes(m.get("value")) or b"") + len(_bytes(m.get("key")) or b"") + sum(
+            len(k) + len(str(v)) for k, v in (m.get("headers") or {}).items())
+        if size > max_bytes:
+            raise PoisonEntry(f"outgoing[{i}] is {size} bytes, over the producer's message.max.bytes {max_bytes}")
+    return messages
+
+
+def _bytes(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    return (value if isinstance(value, str) else json.dumps(value)).encode()
+
+
+# ------------------------------------------------------------------------------- the steps
+
+
+class Dispatcher:
+    """One idempotent producer per Kafka connection; `send` waits for every delivery report."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.producers: dict[str, Any] = {}
+
+    def producer(self, kafka: str) -> Any:
+        if kafka not in self.producers:
+            from confluent_kafka import Producer
+
+            from eoctl.sources.kafka import client_config
+
+            conn = self.config.kafka[kafka]
+            self.producers[kafka] = Producer({**client_config(conn), "enable.idempotence": True, "acks": "all",
+                                              "linger.ms": 5})
+        return self.producers[kafka]
+
+    def send(self, messages: list[dict[str, Any]], table: dict[str, Route], token_header: str) -> int:
+        from confluent_kafka import KafkaException
+
+        errors: list[str] = []
+        used = set()
+        for m in messages:
+            kafka = table[m["topic"]].kafka
+            used.add(kafka)
+            headers = [(k, _bytes(v)) for k, v in (m.get("headers") or {}).items() if k != token_header]
+            headers.append((token_header, m["token_id"].encode()))
+            try:
+                self.producer(kafka).produce(
+                    m["topic"], key=_bytes(m.get("key")), value=_bytes(m.get("value")), headers=headers,
+                    on_delivery=lambda err, _msg: errors.append(str(err)) if err else None)
+            except (KafkaException, BufferError) as exc:
+                errors.append(str(exc))
+                break
+        for kafka in used:
+            if self.producers[kafka].flush(self.config.kafka[kafka].timeout_seconds * 6) != 0:
+                errors.append("delivery reports did not all arrive in time")
+        if errors:
+            raise SourceError(f"dispatch failed: {errors[0]}")
+        return len(messages)
+
+
+def _checkpoint(config: Config, entry: StuckEntry, messages: list[dict[str, Any]], table: dict[str, Route],
+                attempt: str, now: dt.datetime) -> int:
+    """New token ids: registered, created at each destination, then committed with the entry."""
+    sender = config.endpoint(entry.endpoint)
+    for m in messages:
+        m["token_id"] = str(uuid.uuid4())
+    intents_store = sender.store_of(sender.intents)
+    if intents_store is not None:
+        ic = sender.intents.columns
+        with open_db(store_named(config, intents_store)) as db:
+            with db.tx():
+                for m in messages:
+                    db.execute(f"insert into {db.table(sender.intents.table)} ({q(ic.intent_id)}, {q(ic.endpoint)}, "
+                               f"{q(ic.incoming_message_id)}, {q(ic.attempt_id)}, {q(ic.kind)}, {q(ic.ref)}, "
+                               f"{q(ic.created_at)}) values (%s, %s, %s, %s, 'token', %s, %s)",
+                               [str(uuid.uuid4()), entry.endpoint, entry.entry_id, attempt, m["token_id"], now])
+    by_destination: dict[str, list[dict[str, Any]]] = {}
+    for m in messages:
+        by_destination.setdefault(table[m["topic"]].destination, []).append(m)
+    for dest, group in by_destination.items():
+        ep = config.endpoint(dest)
+        store = ep.store_of(ep.tokens)
+        if store is None:
+            raise PoisonEntry(f"destination {dest} has no token store configured")
+        tc = ep.tokens.columns
+        with open_db(store_named(config, store)) as db:
+            with db.tx():
+                for m in group:
+                    db.execute(f"insert into {db.table(ep.tokens.table)} ({q(tc.token_id)}, {q(tc.message_id)}, "
+                               f"{q(tc.destination)}, {q(tc.attempt_id)}, {q(tc.created_at)}) "
+                               "values (%s, %s, %s, %s, %s)", [m["token_id"], m["message_id"], dest, attempt, now])
+    _update_entry(config, entry, messages, now)
+    return len(messages)
+
+
+def _with_db(config: Config, entry: StuckEntry, work: Callable[[Db, EndpointConfig], Any]) -> Any:
+    ep = config.endpoint(entry.endpoint)
+    store = _outbox(config, entry.endpoint, ep)
+    assert store is not None
+    with open_db(store) as db:
+        return work(db, ep)
+
+
+def _update_entry(config: Config, entry: StuckEntry, messages: list[dict[str, Any]], now: dt.datetime) -> None:
+    def work(db: Db, ep: EndpointConfig) -> None:
+        c = ep.outbox.columns
+        with db.tx():
+            changed = db.rowcount(
+                f"update {db.table(ep.outbox.table)} set {q(c.outgoing)} = %s, {q(c.tokens_committed_at)} = %s, "
+                f"{q(c.updated_at)} = %s, {q(c.version)} = {q(c.version)} + 1 where {q(c.endpoint)} = %s and "
+                f"{q(c.incoming_message_id)} = %s and {q(c.version)} = %s",
+                [json.dumps(messages), now, now, entry.endpoint, entry.entry_id, entry.version])
+        if changed != 1:
+            raise ConcurrencyConflict(f"entry changed since version {entry.version} while tokens were committed")
+        entry.version += 1
+
+    _with_db(config, entry, work)
+
+
+def _remove_incoming_token(config: Config, entry: StuckEntry) -> None:
+    ep = config.endpoint(entry.endpoint)
+    store = ep.store_of(ep.tokens)
+    if store is None or not entry.incoming_token_id:
+        return
+    with open_db(store_named(config, store)) as db:
+        with db.tx():
+            db.execute(f"delete from {db.table(ep.tokens.table)} where {q(ep.tokens.columns.token_id)} = %s",
+                       [entry.incoming_token_id])
+
+
+def _delete_entry(config: Config, entry: StuckEntry) -> None:
+    def work(db: Db, ep: EndpointConfig) -> None:
+        c = ep.outbox.columns
+        with db.tx():
+            gone = db.rowcount(f"delete from {db.table(ep.outbox.table)} where {q(c.endpoint)} = %s and "
+                               f"{q(c.incoming_message_id)} = %s and {q(c.version)} = %s",
+                               [entry.endpoint, entry.entry_id, entry.version])
+        if gone != 1:
+            raise ConcurrencyConflict(f"entry changed since version {entry.version} before it was deleted")
+
+    _with_db(config, entry, work)
+
+
+def replay_entry(config: Config, entry: StuckEntry, table: dict[str, Route], dispatcher: Dispatcher,
+                 max_bytes: int) -> EntryOutcome:
+    outcome = EntryOutcome(entry.endpoint, entry.entry_id, entry.age_seconds, entry.messages, entry.tokens_committed,
+                           "replayed")
+    messages = _validate(entry, table, max_bytes)
+    if messages and not entry.tokens_committed:
+        outcome.tokens_created = _checkpoint(config, entry, messages, table, f"eoctl-replay-{uuid.uuid4()}", utcnow())
+    if messages:  # an entry with nothing to send only needs its incoming token and itself removed
+        outcome.messages_sent = dispatcher.send(messages, table, config.protocol.headers.token_id)
+    _remove_incoming_token(config, entry)
+    _delete_entry(config, entry)
+    return outcome
+
+
+# ---------------------------------------------------------------------------------- the run
+
+
+def replay(config: Config, options: ReplayOptions,
+           progress: Callable[[int, int, str], None] = lambda _done, _total, _what: None) -> ReplayResult:
+    """Plan (list the stuck entries) or, with options.execute, replay each; `progress(done, total, what)`."""
+    started = time.monotonic()
+    run_id = new_run_id()
+    stuck = find_stuck(config, options)
+    if not options.execute:
+        return ReplayResult(run_id, False, [EntryOutcome(e.endpoint, e.entry_id, e.age_seconds, e.messages,
+                                                         e.tokens_committed, "planned") for e in stuck])
+    if options.entries:
+        missing = set(options.entries) - {e.entry_id for e in stuck}
+        if missing:
+            raise UsageError(f"--entry {sorted(missing)[0]}: no pending outbox entry with this incoming message id")
+    table = routes(config)
+    log = RunLog(config)
+    outcomes: list[EntryOutcome] = []
+    with Lease(config, COMMAND, run_id) as lease:
+        log.start(run_id, COMMAND)
+        dispatcher = Dispatcher(config)
+        try:
+            for i, entry in enumerate(stuck):
+                if options.rate and i:
+                    time.sleep(1.0 / options.rate)
+                progress(i, len(stuck), f"{entry.endpoint} {entry.entry_id}")
+                outcomes.append(_one(config, entry, table, dispatcher))
+                lease.renew()
+            progress(len(stuck), len(stuck), "done")
+        except BaseException:
+            log.set_status(run_id, "failed")
+            raise
+        result = ReplayResult(run_id, True, outcomes, time.monotonic() - started)
+        log.finish(run_id, "finished", result.summary())
+    return result
+
+
+def _one(config: Config, entry: StuckEntry, table: dict[str, Route], dispatcher: Dispatcher) -> EntryOutcome:
+    """One entry's replay; whatever goes wrong with it is its outcome, never the run's end."""
+    base = EntryOutcome(entry.endpoint, entry.entry_id, entry.age_seconds, entry.messages, entry.tokens_committed,
+                        "failed")
+    try:
+        return replay_entry(config, entry, table, dispatcher, _max_bytes(config))
+    except PoisonEntry as exc:
+        base.status, base.reason = "skipped", str(exc)
+    except ConcurrencyConflict as exc:
+        base.status, base.reason = "conflict", f"the endpoint moved it on: {exc}"
+    except (SourceError, OSError) as exc:
+        base.reason = str(exc).splitlines()[0]
+    except Exception as exc:  # a database or driver error on this entry: report it, go on
+        base.reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return base
+
+
+def _max_bytes(config: Config) -> int:
+    """The producer's record size limit: librdkafka's default unless a connection sets it lower."""
+    limits = [int(c.client_properties["message.max.bytes"]) for c in config.kafka.values()
+              if "message.max.bytes" in c.client_properties]
+    return min(limits, default=1_000_000)

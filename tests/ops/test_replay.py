@@ -1,0 +1,114 @@
+"""replay-outbox on the chaos pipeline over the real broker (DuckDB and PostgreSQL stores): every
+stuck entry finished, the downstream applies each message exactly once, poison entries skipped."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from eoctl.ops.replay import ReplayOptions, replay
+from tests.helpers.chaos import ChaosRun, live_run, store_rows
+from tests.helpers.pipeline_state import topic_records
+from tests.helpers.servers import REPO
+
+pytestmark = pytest.mark.integration
+
+NOW = dict(stuck_after=dt.timedelta(0))
+
+
+def _downstream(chaos: ChaosRun) -> None:
+    """The reference endpoints consume what is new (as they would in production)."""
+    run_spec = Path(chaos.spec.out_dir) / "run.json"
+    proc = subprocess.run([sys.executable, "-m", "samples.reference.worker", str(run_spec)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _shipments(chaos: ChaosRun) -> Counter:
+    return Counter({order: n for order, n in store_rows(
+        chaos, "select order_id, count(*) from shipping.shipments group by order_id")})
+
+
+def _outgoing_ids(chaos: ChaosRun) -> set[str]:
+    """Message ids of every pending entry's outgoing messages."""
+    rows = store_rows(chaos, "select outgoing from billing.eo_outbox") + store_rows(
+        chaos, "select outgoing from shipping.eo_outbox")
+    return {m["message_id"] for (o,) in rows for m in (o if isinstance(o, list) else json.loads(o))}
+
+
+def _tokens_per_message(kafka, chaos: ChaosRun) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for record in topic_records(kafka.bootstrap, chaos.spec.topics["invoices"]):
+        out.setdefault(record.message_id, set()).add(record.token_id)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["duckdb", "postgres"])
+def test_every_stuck_entry_is_finished_and_applied_once_downstream(kafka, request, tmp_path: Path, kind: str) -> None:
+    postgres = request.getfixturevalue("postgres") if kind == "postgres" else None
+    chaos = live_run(kind, tmp_path, kafka, postgres)
+    stuck = {e["message_id"]: e for e in chaos.ledger if "EO301" in e.get("expect", [])}
+    before = _shipments(chaos)
+    replayed_messages = _outgoing_ids(chaos)
+
+    plan = replay(chaos.config, ReplayOptions(**NOW))
+    assert {o.entry_id for o in plan.outcomes} == set(stuck) and not plan.executed
+    assert store_rows(chaos, "select count(*) from billing.eo_outbox")[0][0] + store_rows(
+        chaos, "select count(*) from shipping.eo_outbox")[0][0] == len(stuck)  # a plan changes nothing
+
+    done = replay(chaos.config, ReplayOptions(execute=True, **NOW))
+    assert {o.entry_id: o.status for o in done.outcomes} == {m: "replayed" for m in stuck}
+    for o in done.outcomes:  # tokens are made only where none were committed, never again
+        committed = stuck[o.entry_id].get("tokens_committed", True)
+        assert (o.tokens_created > 0) == (not committed and o.messages > 0), o
+    assert replay(chaos.config, ReplayOptions(execute=True, **NOW)).outcomes == []
+    assert not store_rows(chaos, "select * from billing.eo_outbox") and not store_rows(
+        chaos, "select * from shipping.eo_outbox")
+
+    _downstream(chaos)
+    after = _shipments(chaos)
+    billing_stuck = {e["order"] for e in stuck.values() if e["endpoint"] == "billing" and e["fault"] == "stuck"}
+    assert after - before == Counter({order: 1 for order in billing_stuck})  # exactly once, nothing else
+    # every message eoctl sent carries one token id on all its copies (those the endpoint sent too)
+    per_message = _tokens_per_message(kafka, chaos)
+    assert replayed_messages and all(len(per_message[m]) == 1 for m in replayed_messages)
+
+
+def test_a_poison_entry_is_reported_and_never_stalls_the_others(kafka, tmp_path: Path) -> None:
+    chaos = live_run("duckdb", tmp_path, kafka)
+    good = {e["message_id"] for e in chaos.ledger if "EO301" in e.get("expect", [])}
+    invoices = chaos.spec.topics["invoices"]
+    poison = {
+        "poison-shape": [{"no": "message id"}],
+        "poison-topic": [{"message_id": "m-1", "token_id": None, "topic": "nowhere", "key": None, "headers": {},
+                          "value": "{}"}],
+        "poison-size": [{"message_id": "m-2", "token_id": None, "topic": invoices, "key": None, "headers": {},
+                         "value": "x" * 2_000_000}],
+    }
+    import duckdb
+
+    with duckdb.connect(chaos.store_target) as db:  # older than every real entry: replayed first
+        for entry_id, outgoing in poison.items():
+            db.execute("insert into billing.eo_outbox values ('billing', ?, ?, 'a-1', ?, null, "
+                       "timestamptz '2026-01-01 00:00:00+00', timestamptz '2026-01-01 00:00:00+00', 1)",
+                       [entry_id, f"tok-{entry_id}", json.dumps(outgoing)])
+
+    done = replay(chaos.config, ReplayOptions(execute=True, **NOW))
+    status = {o.entry_id: (o.status, o.reason or "") for o in done.outcomes}
+    assert [o.entry_id for o in done.outcomes][:3] == list(poison)
+    assert status["poison-shape"][0] == "skipped" and "no message_id or topic" in status["poison-shape"][1]
+    assert status["poison-topic"][0] == "skipped" and "'nowhere' is no configured endpoint's input" in status["poison-topic"][1]
+    assert status["poison-size"][0] == "skipped" and "over the producer's message.max.bytes" in status["poison-size"][1]
+    assert {m: s for m, (s, _) in status.items() if m in good} == {m: "replayed" for m in good}
+    with duckdb.connect(chaos.store_target, read_only=True) as db:
+        left = {r[0] for r in db.execute("select incoming_message_id from billing.eo_outbox").fetchall()}
+        new_tokens = db.execute("select count(*) from shipping.eo_tokens where attempt_id like 'eoctl-replay-%'"
+                                ).fetchone()[0]
+    assert left == set(poison)  # skipped before anything changed: still pending, no tokens made for them
+    assert new_tokens == sum(o.tokens_created for o in done.outcomes)
