@@ -243,7 +243,7 @@ class Dispatcher:
 
 
 def _checkpoint(config: Config, entry: StuckEntry, messages: list[dict[str, Any]], table: dict[str, Route],
-                attempt: str, now: dt.datetime) -> int:
+                attempt: str, now: dt.datetime, outcome: EntryOutcome) -> None:
     """New token ids: registered, created at each destination, then committed with the entry."""
     sender = config.endpoint(entry.endpoint)
     for m in messages:
@@ -273,8 +273,8 @@ def _checkpoint(config: Config, entry: StuckEntry, messages: list[dict[str, Any]
                     db.execute(f"insert into {db.table(ep.tokens.table)} ({q(tc.token_id)}, {q(tc.message_id)}, "
                                f"{q(tc.destination)}, {q(tc.attempt_id)}, {q(tc.created_at)}) "
                                "values (%s, %s, %s, %s, %s)", [m["token_id"], m["message_id"], dest, attempt, now])
+        outcome.tokens_created += len(group)  # counted even if the commit below loses the race
     _update_entry(config, entry, messages, now)
-    return len(messages)
 
 
 def _with_db(config: Config, entry: StuckEntry, work: Callable[[Db, EndpointConfig], Any]) -> Any:
@@ -326,16 +326,16 @@ def _delete_entry(config: Config, entry: StuckEntry) -> None:
 
 
 def replay_entry(config: Config, entry: StuckEntry, table: dict[str, Route], dispatcher: Dispatcher,
-                 max_bytes: int) -> EntryOutcome:
-    outcome = EntryOutcome(entry.endpoint, entry.entry_id, entry.age_seconds, entry.messages, entry.tokens_committed,
-                           "replayed")
+                 max_bytes: int, outcome: EntryOutcome) -> EntryOutcome:
+    """The steps of the module doc; `outcome` records progress as it is made (also when a step fails)."""
     messages = _validate(entry, table, max_bytes)
     if messages and not entry.tokens_committed:
-        outcome.tokens_created = _checkpoint(config, entry, messages, table, f"eoctl-replay-{uuid.uuid4()}", utcnow())
+        _checkpoint(config, entry, messages, table, f"eoctl-replay-{uuid.uuid4()}", utcnow(), outcome)
     if messages:  # an entry with nothing to send only needs its incoming token and itself removed
         outcome.messages_sent = dispatcher.send(messages, table, config.protocol.headers.token_id)
     _remove_incoming_token(config, entry)
     _delete_entry(config, entry)
+    outcome.status = "replayed"
     return outcome
 
 
@@ -382,7 +382,7 @@ def _one(config: Config, entry: StuckEntry, table: dict[str, Route], dispatcher:
     base = EntryOutcome(entry.endpoint, entry.entry_id, entry.age_seconds, entry.messages, entry.tokens_committed,
                         "failed")
     try:
-        return replay_entry(config, entry, table, dispatcher, _max_bytes(config))
+        return replay_entry(config, entry, table, dispatcher, _max_bytes(config), base)
     except PoisonEntry as exc:
         base.status, base.reason = "skipped", str(exc)
     except ConcurrencyConflict as exc:

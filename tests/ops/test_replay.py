@@ -81,15 +81,25 @@ def test_every_stuck_entry_is_finished_and_applied_once_downstream(kafka, reques
 
 
 def test_a_poison_entry_is_reported_and_never_stalls_the_others(kafka, tmp_path: Path) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
     chaos = live_run("duckdb", tmp_path, kafka)
     good = {e["message_id"] for e in chaos.ledger if "EO301" in e.get("expect", [])}
     invoices = chaos.spec.topics["invoices"]
+    # the broker refuses records over 4 kB on this topic: a broker error for the last poison entry
+    limit = ConfigResource(ConfigResource.Type.TOPIC, invoices, incremental_configs=[
+        ConfigEntry("max.message.bytes", "4096", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})  # kept alive until the futures resolve
+    for future in admin.incremental_alter_configs([limit]).values():
+        future.result(30)
     poison = {
         "poison-shape": [{"no": "message id"}],
         "poison-topic": [{"message_id": "m-1", "token_id": None, "topic": "nowhere", "key": None, "headers": {},
                           "value": "{}"}],
         "poison-size": [{"message_id": "m-2", "token_id": None, "topic": invoices, "key": None, "headers": {},
                          "value": "x" * 2_000_000}],
+        "poison-broker": [{"message_id": "m-3", "token_id": None, "topic": invoices, "key": None, "headers": {},
+                           "value": "x" * 10_000}],
     }
     import duckdb
 
@@ -99,16 +109,48 @@ def test_a_poison_entry_is_reported_and_never_stalls_the_others(kafka, tmp_path:
                        "timestamptz '2026-01-01 00:00:00+00', timestamptz '2026-01-01 00:00:00+00', 1)",
                        [entry_id, f"tok-{entry_id}", json.dumps(outgoing)])
 
-    done = replay(chaos.config, ReplayOptions(execute=True, **NOW))
+    done = replay(chaos.config, ReplayOptions(execute=True, rate=10, **NOW))
     status = {o.entry_id: (o.status, o.reason or "") for o in done.outcomes}
-    assert [o.entry_id for o in done.outcomes][:3] == list(poison)
+    assert [o.entry_id for o in done.outcomes][:4] == list(poison)
+    assert done.duration_seconds >= (len(done.outcomes) - 1) / 10  # --rate 10: at most ten entries a second
     assert status["poison-shape"][0] == "skipped" and "no message_id or topic" in status["poison-shape"][1]
     assert status["poison-topic"][0] == "skipped" and "'nowhere' is no configured endpoint's input" in status["poison-topic"][1]
     assert status["poison-size"][0] == "skipped" and "over the producer's message.max.bytes" in status["poison-size"][1]
+    assert status["poison-broker"][0] == "failed" and "dispatch failed" in status["poison-broker"][1]
     assert {m: s for m, (s, _) in status.items() if m in good} == {m: "replayed" for m in good}
     with duckdb.connect(chaos.store_target, read_only=True) as db:
         left = {r[0] for r in db.execute("select incoming_message_id from billing.eo_outbox").fetchall()}
         new_tokens = db.execute("select count(*) from shipping.eo_tokens where attempt_id like 'eoctl-replay-%'"
                                 ).fetchone()[0]
-    assert left == set(poison)  # skipped before anything changed: still pending, no tokens made for them
+    assert left == set(poison)  # none of them finished: still pending
     assert new_tokens == sum(o.tokens_created for o in done.outcomes)
+    # the skipped ones changed nothing; the broker's refusal came after its tokens were committed,
+    # so the next run sends the same tokens again instead of making new ones
+    assert {o.entry_id: o.tokens_created for o in done.outcomes if o.entry_id in poison} == {
+        "poison-shape": 0, "poison-topic": 0, "poison-size": 0, "poison-broker": 1}
+    again = replay(chaos.config, ReplayOptions(execute=True, entries=["poison-broker"], **NOW))
+    assert [(o.status, o.tokens_committed, o.tokens_created) for o in again.outcomes] == [("failed", True, 0)]
+
+
+def test_a_second_run_waits_for_the_lease_and_exits_4(tmp_path: Path) -> None:
+    """The lease is taken before any entry is touched (and before Kafka is contacted)."""
+    import os
+    import shutil
+    import socket
+
+    from eoctl.ops.lease import LEASES
+    from tests.helpers.cli import run_eoctl
+
+    shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos")
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "chaos" / "state.duckdb")) as db:
+        db.execute(f"create table shop.{LEASES} (name varchar primary key, run_id varchar, holder_host varchar, "
+                   "holder_pid bigint, acquired_at timestamptz, renewed_at timestamptz)")
+        db.execute(f"insert into shop.{LEASES} values ('replay-outbox', 'other-run', ?, ?, now(), now())",
+                   [socket.gethostname(), os.getpid()])  # held by a live process: this test's
+    result = run_eoctl("--config", str(tmp_path / "chaos" / "eoctl.toml"), "replay-outbox", "--execute",
+                       "--stuck-after", "0s")
+    assert result.code == 4 and "replay-outbox is already running: run other-run" in result.stderr
+    with duckdb.connect(str(tmp_path / "chaos" / "state.duckdb"), read_only=True) as db:
+        assert db.execute("select count(*) from billing.eo_outbox").fetchone()[0] == 3  # untouched

@@ -95,6 +95,7 @@ def test_the_endpoint_moving_an_entry_on_wins_the_race_cleanly(kafka, postgres, 
     assert proc.returncode == 0, err
     (entry,) = summary["entries"]
     assert entry["status"] == "conflict" and f"since version {version}" in entry["reason"]
+    assert entry["tokens_created"] == len(outgoing)  # made before the race was lost: garbage, reported
     stored, = store_rows(chaos, f"select outgoing, version from billing.eo_outbox where incoming_message_id = "
                                 f"'{fresh['message_id']}'")
     assert [m["token_id"] for m in stored[0]] == [m["token_id"] for m in mine] and stored[1] == version + 1
