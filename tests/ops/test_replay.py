@@ -62,8 +62,10 @@ def test_every_stuck_entry_is_finished_and_applied_once_downstream(kafka, reques
     assert store_rows(chaos, "select count(*) from billing.eo_outbox")[0][0] + store_rows(
         chaos, "select count(*) from shipping.eo_outbox")[0][0] == len(stuck)  # a plan changes nothing
 
-    done = replay(chaos.config, ReplayOptions(execute=True, **NOW))
+    steps: list[tuple[int, int]] = []  # what the progress bar is fed: (entries done, of how many)
+    done = replay(chaos.config, ReplayOptions(execute=True, **NOW), lambda n, total, _what: steps.append((n, total)))
     assert {o.entry_id: o.status for o in done.outcomes} == {m: "replayed" for m in stuck}
+    assert steps == [(n, len(stuck)) for n in range(len(stuck) + 1)]
     for o in done.outcomes:  # tokens are made only where none were committed, never again
         committed = stuck[o.entry_id].get("tokens_committed", True)
         assert (o.tokens_created > 0) == (not committed and o.messages > 0), o
