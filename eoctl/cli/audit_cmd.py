@@ -11,7 +11,7 @@ import typer
 
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.cli.output import progress, stderr
-from eoctl.errors import ExitCode, UsageError
+from eoctl.errors import EoctlError, ExitCode, UsageError
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
@@ -46,6 +46,7 @@ def audit(
     fail_on: Annotated[str, typer.Option("--fail-on", help="exit 1 when a finding is at least: info, warning, error, critical")] = "error",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the report to FILE (large evidence as Parquet beside it)")] = None,
     evidence_rows: Annotated[int, typer.Option("--evidence-rows", min=1, help="evidence rows kept in the report per finding")] = 1000,
+    record: Annotated[bool, typer.Option("--record/--no-record", help="record the run in the findings history")] = True,
 ) -> int:
     """Scan the configured topics, stores, blob prefixes and sinks (read-only) and report every
     finding of the catalog with its evidence; exit 1 when one is at or above --fail-on."""
@@ -76,6 +77,13 @@ def audit(
         spark = app.spark()
         report = run_audit(spark, config, options, codes, step)
 
+    if record:
+        from eoctl.history import record as record_run
+
+        try:
+            record_run(config, report)
+        except EoctlError as exc:  # the audit itself succeeded: say so, and why it was not recorded
+            stderr.print(f"eoctl: warning: the run was not recorded in the findings history: {exc.one_line()}")
     if app.output is OutputFormat.json:
         text = render_json(report)
     elif app.output is OutputFormat.markdown:

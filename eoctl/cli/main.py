@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl import __version__
-from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, gc_cmd, jars_cmd, replay_cmd, sources_cmd
+from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, findings_cmd, gc_cmd, jars_cmd, replay_cmd, sources_cmd
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.errors import EoctlError, ExitCode
 
@@ -27,6 +27,7 @@ app = typer.Typer(
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sources_cmd.app, name="sources")
 app.add_typer(jars_cmd.app, name="jars")
+app.add_typer(findings_cmd.app, name="findings")
 app.command("audit", epilog="Example: eoctl --config samples/chaos/eoctl.toml audit --grace 0s --fail-on critical")(
     audit_cmd.audit
 )

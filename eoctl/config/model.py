@@ -310,6 +310,14 @@ class OpsConfig(Strict):
         return value.strip("/")
 
 
+class HistoryConfig(Strict):
+    """Where every audit run is recorded for `eoctl findings` (and `audit --since-last`)."""
+
+    path: LocalPath = Field("eoctl-history.duckdb", validate_default=True,
+                            description="DuckDB file of the findings history (relative to this file)")
+    store: str | None = Field(None, description="record in this [stores.*] entry instead (e.g. PostgreSQL)")
+
+
 class Config(Strict):
     """The whole configuration. `source` is where it was loaded from (not a file key)."""
 
@@ -319,11 +327,14 @@ class Config(Strict):
     stores: dict[str, Store] = Field(default_factory=dict)
     endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)
     ops: OpsConfig = OpsConfig()
+    history: HistoryConfig = Field(default_factory=dict, validate_default=True)  # type: ignore[arg-type]
 
     @model_validator(mode="after")
     def _references_exist(self) -> Config:
         if self.ops.store is not None and self.ops.store not in self.stores:
             raise ValueError(f"ops.store names {self.ops.store!r}, which is not a [stores.*] entry")
+        if self.history.store is not None and self.history.store not in self.stores:
+            raise ValueError(f"history.store names {self.history.store!r}, which is not a [stores.*] entry")
         for name, ep in self.endpoints.items():
             where = f"endpoints.{name}"
             if ep.input and ep.input.kafka and ep.input.kafka not in self.kafka:

@@ -1,0 +1,68 @@
+"""`eoctl findings ...`: the history of audit runs: list, show one, compare two."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from eoctl.cli.context import AppContext
+from eoctl.cli.output import emit_json, stderr
+
+app = typer.Typer(help="The findings history: every audit run, recorded.", no_args_is_help=True)
+
+
+@app.command("list", epilog="Example: eoctl --config samples/chaos/eoctl.toml findings list")
+def list_runs(ctx: typer.Context,
+              limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="newest runs to list")] = 20) -> int:
+    """The recorded audit runs, newest first: when, which configuration, counts per code."""
+    from dataclasses import asdict
+
+    from eoctl.history import list_runs as runs
+    from eoctl.report.history import render_runs
+
+    app_ctx: AppContext = ctx.obj
+    found = runs(app_ctx.config(), limit)
+    if app_ctx.json:
+        emit_json([asdict(r) for r in found])
+    else:
+        render_runs(found, stderr)
+    return 0
+
+
+@app.command("show", epilog="Example: eoctl --config samples/chaos/eoctl.toml findings show last")
+def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="run id, or last / previous")]) -> int:
+    """One recorded run: its findings and their evidence, as the audit reported them."""
+    from dataclasses import asdict
+
+    from eoctl.history import show as show_run
+    from eoctl.report.history import render_recorded
+
+    app_ctx: AppContext = ctx.obj
+    recorded = show_run(app_ctx.config(), run)
+    if app_ctx.json:
+        emit_json({"run": asdict(recorded.summary), "findings": recorded.findings})
+    else:
+        render_recorded(recorded, stderr)
+    return 0
+
+
+@app.command("diff", epilog="Example: eoctl --config samples/chaos/eoctl.toml findings diff previous last")
+def diff(ctx: typer.Context,
+         run_a: Annotated[str, typer.Argument(help="the earlier run (id, last or previous)")],
+         run_b: Annotated[str, typer.Argument(help="the later run (id, last or previous)")]) -> int:
+    """What changed between two runs, item by item: new, resolved, persisting. Items are the
+    evidence rows each run kept (see --evidence-rows)."""
+    from dataclasses import asdict
+
+    from eoctl.history import diff as diff_runs
+    from eoctl.report.history import render_diff
+
+    app_ctx: AppContext = ctx.obj
+    result = diff_runs(app_ctx.config(), run_a, run_b)
+    if app_ctx.json:
+        emit_json({"run_a": result.run_a, "run_b": result.run_b, "totals": result.totals(),
+                   "changes": [asdict(c) for c in result.changes]})
+    else:
+        render_diff(result, stderr)
+    return 0

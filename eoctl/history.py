@@ -1,0 +1,205 @@
+"""The findings history: every audit run recorded, listed, shown and compared.
+
+Recorded in a DuckDB file (`history.path`, next to the configuration by default) or in a configured
+store (`history.store`, e.g. PostgreSQL). Each finding's evidence rows are also kept as items with
+a stable identity (the columns that name the thing found, without ages or counts), so two runs can
+be compared item by item: new, resolved, persisting.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from eoctl.config.model import Config, DuckDBStore
+from eoctl.errors import UsageError
+from eoctl.report.findings import AuditReport
+from eoctl.sources.tables import store_named
+from eoctl.stores.db import Db, open_db
+
+RUNS = "eoctl_audit_runs"
+FINDINGS = "eoctl_audit_findings"
+ITEMS = "eoctl_audit_items"
+
+# The evidence columns that name what was found, per code. Codes not listed (EO501, EO502, whose
+# columns are the sink's own) use every column except the aggregates below.
+IDENTITY: dict[str, tuple[str, ...]] = {
+    "EO101": ("topic", "message_id", "token_id"),
+    "EO102": ("topic", "message_id"),
+    "EO103": ("topic", "producer", "sequence"),
+    "EO104": ("topic", "producer", "missing_from", "missing_to"),
+    "EO105": ("topic", "partition", "offset"),
+    "EO201": ("token_id",),
+    "EO202": ("topic", "partition", "offset"),
+    "EO203": ("token_id",),
+    "EO204": ("topic", "partition"),
+    "EO301": ("endpoint", "incoming_message_id"),
+    "EO302": ("topic", "producer", "causation_id", "ghost_attempt"),
+    "EO401": ("name",),
+    "EO402": ("name", "topic", "partition", "offset"),
+    "EO403": ("name", "topic", "partition", "offset"),
+    "EO601": ("topic", "partition", "last_stable_offset"),
+}
+_AGGREGATES = {"rows", "values", "distinct_values", "copies", "positions", "age_seconds"}
+
+
+def item_key(code: str, row: dict[str, Any]) -> str:
+    """A stable identity of one evidence row (JSON of its identifying columns)."""
+    cols = IDENTITY.get(code) or tuple(c for c in row if c not in _AGGREGATES)
+    return json.dumps({c: row.get(c) for c in cols}, sort_keys=True, default=str)
+
+
+def config_digest(config: Config) -> str:
+    """sha256 of the resolved configuration, secrets masked (so it can be shown and compared)."""
+    text = json.dumps(config.model_dump(mode="json", by_alias=True), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@contextmanager
+def history_db(config: Config, *, create: bool) -> Iterator[Db]:
+    if config.history.store:
+        store = store_named(config, config.history.store)
+    else:
+        from pathlib import Path
+
+        path = Path(config.history.path)
+        if not path.exists():
+            if not create:
+                raise UsageError(f"no findings history yet at {path} (an audit records one)")
+            import duckdb
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            duckdb.connect(str(path)).close()
+        store = DuckDBStore.model_validate({"type": "duckdb", "path": str(path)})
+    with open_db(store) as db:
+        if create:
+            db.execute(f"create table if not exists {db.table(RUNS)} (run_id varchar primary key, "
+                       "started_at timestamptz, finished_at timestamptz, config_digest varchar, endpoints varchar, "
+                       "codes varchar, counts varchar, scanned varchar)")
+            db.execute(f"create table if not exists {db.table(FINDINGS)} (run_id varchar, code varchar, "
+                       "severity varchar, endpoint varchar, location varchar, count bigint, evidence varchar, "
+                       "evidence_complete boolean, evidence_file varchar)")
+            db.execute(f"create table if not exists {db.table(ITEMS)} (run_id varchar, code varchar, "
+                       "endpoint varchar, item varchar)")
+        elif db.columns(RUNS) is None:
+            raise UsageError("no audit run is recorded in the findings history yet")
+        yield db
+
+
+def _ts(text: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(text) if text else None
+
+
+def record(config: Config, report: AuditReport) -> str:
+    """Store one audit run; returns its id."""
+    run = report.run
+    counts = {code: row["count"] for code, row in report.summary().items()}
+    with history_db(config, create=True) as db:
+        with db.tx():
+            db.execute(f"insert into {db.table(RUNS)} values (%s, %s, %s, %s, %s, %s, %s, %s)",
+                       [run["id"], _ts(run.get("started_at")), _ts(run.get("finished_at")), config_digest(config),
+                        json.dumps(run.get("endpoints", [])), json.dumps(run.get("codes", [])), json.dumps(counts),
+                        json.dumps(report.scanned)])
+            for f in report.findings:
+                db.execute(f"insert into {db.table(FINDINGS)} values (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                           [run["id"], f.code, f.severity.label, f.endpoint, f.where, f.count,
+                            json.dumps(f.evidence, default=str), len(f.evidence) == f.count, f.evidence_file])
+                keys = sorted({item_key(f.code, row) for row in f.evidence})
+                for start in range(0, len(keys), 500):
+                    part = keys[start:start + 500]
+                    db.execute(f"insert into {db.table(ITEMS)} values "
+                               + ", ".join(["(%s, %s, %s, %s)"] * len(part)),
+                               [v for k in part for v in (run["id"], f.code, f.endpoint, k)])
+    return run["id"]
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    started_at: Any
+    config_digest: str
+    endpoints: list[str]
+    counts: dict[str, int]
+
+
+def list_runs(config: Config, limit: int = 20) -> list[RunSummary]:
+    with history_db(config, create=False) as db:
+        rows = db.execute(f"select run_id, started_at, config_digest, endpoints, counts from {db.table(RUNS)} "
+                          "order by started_at desc limit %s", [limit])
+    return [RunSummary(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4])) for r in rows]
+
+
+def _resolve(db: Db, run_id: str) -> str:
+    """A run id, or `last` / `previous` for the newest and the one before."""
+    if run_id in ("last", "previous"):
+        rows = db.execute(f"select run_id from {db.table(RUNS)} order by started_at desc limit 2")
+        index = 0 if run_id == "last" else 1
+        if len(rows) <= index:
+            raise UsageError(f"{run_id!r}: the findings history has only {len(rows)} run(s)")
+        return rows[index][0]
+    if not db.execute(f"select 1 from {db.table(RUNS)} where run_id = %s", [run_id]):
+        raise UsageError(f"run {run_id!r} is not in the findings history (see: eoctl findings list)")
+    return run_id
+
+
+@dataclass
+class RecordedRun:
+    summary: RunSummary
+    findings: list[dict[str, Any]]
+
+
+def show(config: Config, run_id: str) -> RecordedRun:
+    with history_db(config, create=False) as db:
+        run_id = _resolve(db, run_id)
+        r = db.execute(f"select run_id, started_at, config_digest, endpoints, counts from {db.table(RUNS)} "
+                       "where run_id = %s", [run_id])[0]
+        rows = db.execute(f"select code, severity, endpoint, location, count, evidence, evidence_complete, "
+                          f"evidence_file from {db.table(FINDINGS)} where run_id = %s order by code, endpoint",
+                          [run_id])
+    findings = [{"code": c, "severity": s, "endpoint": e, "where": w, "count": n, "evidence": json.loads(ev),
+                 "evidence_complete": complete, "evidence_file": file}
+                for c, s, e, w, n, ev, complete, file in rows]
+    return RecordedRun(RunSummary(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4])), findings)
+
+
+@dataclass
+class CodeDiff:
+    code: str
+    endpoint: str
+    new: list[dict[str, Any]] = field(default_factory=list)
+    resolved: list[dict[str, Any]] = field(default_factory=list)
+    persisting: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class FindingsDiff:
+    run_a: str
+    run_b: str
+    changes: list[CodeDiff]
+
+    def totals(self) -> dict[str, int]:
+        return {k: sum(len(getattr(c, k)) for c in self.changes) for k in ("new", "resolved", "persisting")}
+
+
+def diff(config: Config, run_a: str, run_b: str) -> FindingsDiff:
+    """Items of run B not in run A (new), of A not in B (resolved), in both (persisting)."""
+    with history_db(config, create=False) as db:
+        a, b = _resolve(db, run_a), _resolve(db, run_b)
+        items = {run: {(code, ep, item) for code, ep, item in db.execute(
+            f"select code, endpoint, item from {db.table(ITEMS)} where run_id = %s", [run])} for run in (a, b)}
+    by_code: dict[tuple[str, str], CodeDiff] = {}
+
+    def add(kind: str, entries: set[tuple[str, str, str]]) -> None:
+        for code, ep, item in sorted(entries):
+            by_code.setdefault((code, ep), CodeDiff(code, ep))
+            getattr(by_code[(code, ep)], kind).append(json.loads(item))
+
+    add("new", items[b] - items[a])
+    add("resolved", items[a] - items[b])
+    add("persisting", items[a] & items[b])
+    return FindingsDiff(a, b, [by_code[k] for k in sorted(by_code)])

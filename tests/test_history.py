@@ -1,0 +1,73 @@
+"""The findings history: audits recorded; list, show, diff; a repair shows as exactly what it resolved."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from eoctl import history
+from eoctl.audit import run_audit, select_codes
+from eoctl.config.model import Config
+from tests.helpers.chaos import recorded_copy, settled
+from tests.helpers.cli import run_eoctl
+
+
+def test_item_identity_ignores_ages_and_aggregates() -> None:
+    a = {"endpoint": "billing", "incoming_message_id": "m1", "age_seconds": 10, "created_at": "x"}
+    assert history.item_key("EO301", a) == history.item_key("EO301", {**a, "age_seconds": 99})
+    assert history.item_key("EO301", a) != history.item_key("EO301", {**a, "incoming_message_id": "m2"})
+    sink = {"order_id": 7, "distinct_values": 2, "values": [1, 2]}  # EO502: the sink's own key columns
+    assert json.loads(history.item_key("EO502", sink)) == {"order_id": 7}
+
+
+def test_the_config_digest_is_stable_and_hides_secrets() -> None:
+    raw = {"stores": {"p": {"type": "postgres", "database": "d", "user": "u", "password": "s3cret"}}}
+    digest = history.config_digest(Config.model_validate(raw))
+    assert digest == history.config_digest(Config.model_validate(raw))
+    assert digest != history.config_digest(Config.model_validate({**raw, "stores": {}}))
+    assert "s3cret" not in json.dumps(Config.model_validate(raw).model_dump(mode="json"))
+
+
+@pytest.mark.integration
+def test_a_repair_between_two_audits_shows_as_exactly_what_it_resolved(spark, spark_jars: Path, tmp_path: Path) -> None:
+    from eoctl.ops import gc_blobs, gc_tokens
+    from eoctl.ops.common import GcOptions
+
+    chaos = recorded_copy(tmp_path)
+    first = run_audit(spark, chaos.config, settled(), select_codes(None, None))
+    history.record(chaos.config, first)
+    gc = GcOptions(grace=dt.timedelta(0), execute=True)  # the repair: collect the garbage
+    gc_tokens.gc_tokens(spark, chaos.config, gc)
+    gc_blobs.gc_blobs(spark, chaos.config, gc)
+    second = run_audit(spark, chaos.config, settled(), select_codes(None, None))
+    history.record(chaos.config, second)
+
+    result = history.diff(chaos.config, "previous", "last")
+    assert (result.run_a, result.run_b) == (first.run["id"], second.run["id"])
+    resolved = {(c.code, c.endpoint): c.resolved for c in result.changes if c.resolved}
+    assert set(resolved) == {("EO201", "shipping"), ("EO401", "billing")}
+    assert [r["token_id"] for r in resolved[("EO201", "shipping")]] == [first.findings[[
+        f.code for f in first.findings].index("EO201")].evidence[0]["token_id"]]
+    assert result.totals()["new"] == 0
+    kept = sum(len(f.evidence) for f in first.findings if f.code not in ("EO201", "EO401"))
+    assert result.totals()["persisting"] == kept  # everything else is still there, item by item
+
+    # the same through the CLI, as JSON
+    env = {"EOCTL_JARS_DIR": str(spark_jars)}
+    listed = run_eoctl("--config", str(chaos.config_path), "--format", "json", "findings", "list", env=env)
+    assert listed.code == 0 and [r["run_id"] for r in json.loads(listed.stdout)] == [second.run["id"], first.run["id"]]
+    shown = json.loads(run_eoctl("--config", str(chaos.config_path), "--format", "json", "findings", "show",
+                                 first.run["id"], env=env).stdout)
+    assert {f["code"] for f in shown["findings"]} == {f.code for f in first.findings}
+    diffed = json.loads(run_eoctl("--config", str(chaos.config_path), "--format", "json", "findings", "diff",
+                                  first.run["id"], second.run["id"], env=env).stdout)
+    assert diffed["totals"] == result.totals()
+
+
+def test_unknown_runs_and_a_missing_history_are_one_line_errors(tmp_path: Path) -> None:
+    chaos = recorded_copy(tmp_path)
+    missing = run_eoctl("--config", str(chaos.config_path), "findings", "list")
+    assert missing.code == 2 and "no findings history yet at" in missing.stderr and "Traceback" not in missing.stderr
