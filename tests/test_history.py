@@ -71,3 +71,39 @@ def test_unknown_runs_and_a_missing_history_are_one_line_errors(tmp_path: Path) 
     chaos = recorded_copy(tmp_path)
     missing = run_eoctl("--config", str(chaos.config_path), "findings", "list")
     assert missing.code == 2 and "no findings history yet at" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def _report(run_id: str, started: str, tokens: list[str]) -> object:
+    from eoctl.report.findings import AuditReport, Finding
+
+    evidence = [{"token_id": t, "created_at": "2026-11-20T00:00:00", "attempt_id": "a"} for t in tokens]
+    findings = [Finding("EO201", "shipping", "eo_tokens", len(tokens), evidence)] if tokens else []
+    return AuditReport(findings, {"id": run_id, "started_at": started, "endpoints": ["shipping"], "codes": ["EO201"]},
+                       {"records": 10})
+
+
+@pytest.mark.integration
+def test_the_history_lives_in_a_postgresql_store_too(postgres) -> None:
+    import uuid
+
+    import psycopg
+
+    name = f"hist_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
+        conn.execute(f"create database {name}")
+    config = Config.model_validate({
+        "stores": {"pg": {"type": "postgres", "port": postgres.port, "database": name, "user": postgres.user,
+                          "password": postgres.password}},
+        "history": {"store": "pg"}})
+    history.record(config, _report("r1", "2026-11-20T01:00:00+00:00", ["t1", "t2", "t3"]))
+    history.record(config, _report("r2", "2026-11-21T01:00:00+00:00", ["t2", "t3", "t4"]))
+    assert [r.run_id for r in history.list_runs(config)] == ["r2", "r1"]
+    assert history.show(config, "previous").summary.counts == {"EO201": 3}
+    result = history.diff(config, "r1", "r2")
+    (change,) = result.changes
+    assert ([r["token_id"] for r in change.new], [r["token_id"] for r in change.resolved],
+            [r["token_id"] for r in change.persisting]) == (["t4"], ["t1"], ["t2", "t3"])
+    with psycopg.connect(postgres.conninfo(dbname=name)) as conn:
+        assert conn.execute("select count(*) from public.eoctl_audit_items").fetchone()[0] == 6
+    with pytest.raises(Exception, match="run 'r9' is not in the findings history"):
+        history.show(config, "r9")
