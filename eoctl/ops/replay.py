@@ -109,7 +109,8 @@ def _outbox(config: Config, name: str, ep: EndpointConfig):
 
 
 def find_stuck(config: Config, options: ReplayOptions) -> list[StuckEntry]:
-    """Pending entries older than --stuck-after (or the --entry ones), oldest first."""
+    """Pending entries older than --stuck-after (or the --entry ones), oldest first, at most
+    --max-entries: after an outage the outbox may hold millions, and only a run's worth is read."""
     found: list[StuckEntry] = []
     for name, ep in selected(config, options.endpoints).items():
         store = _outbox(config, name, ep)
@@ -130,7 +131,8 @@ def find_stuck(config: Config, options: ReplayOptions) -> list[StuckEntry]:
             rows = db.execute(
                 f"select {q(c.incoming_message_id)}, {q(c.incoming_token_id)}, cast({q(c.outgoing)} as varchar), "
                 f"{q(c.tokens_committed_at)}, {q(c.created_at)}, {q(c.version)} from {db.table(ep.outbox.table)} "
-                f"where {' and '.join(where)} order by {q(c.created_at)}", params)
+                f"where {' and '.join(where)} order by {q(c.created_at)}, {q(c.incoming_message_id)} limit %s",
+                [*params, options.max_entries])
         for entry_id, token, outgoing, committed_at, created_at, version in rows:
             created = created_at if created_at.tzinfo else created_at.replace(tzinfo=dt.timezone.utc)
             try:
@@ -141,7 +143,7 @@ def find_stuck(config: Config, options: ReplayOptions) -> list[StuckEntry]:
                 messages, count, committed = outgoing, 0, False
             found.append(StuckEntry(name, entry_id, token, int((options.now - created).total_seconds()), count,
                                     committed_at is not None and committed, int(version), messages))
-    found.sort(key=lambda e: -e.age_seconds)
+    found.sort(key=lambda e: (-e.age_seconds, e.endpoint, e.entry_id))
     return found[:options.max_entries]
 
 

@@ -106,10 +106,16 @@ def test_a_poison_entry_is_reported_and_never_stalls_the_others(kafka, tmp_path:
     import duckdb
 
     with duckdb.connect(chaos.store_target) as db:  # older than every real entry: replayed first
-        for entry_id, outgoing in poison.items():
-            db.execute("insert into billing.eo_outbox values ('billing', ?, ?, 'a-1', ?, null, "
-                       "timestamptz '2026-01-01 00:00:00+00', timestamptz '2026-01-01 00:00:00+00', 1)",
-                       [entry_id, f"tok-{entry_id}", json.dumps(outgoing)])
+        for i, (entry_id, outgoing) in enumerate(poison.items()):
+            created = dt.datetime(2026, 1, 1, 0, 0, i, tzinfo=dt.timezone.utc)
+            db.execute("insert into billing.eo_outbox values ('billing', ?, ?, 'a-1', ?, null, ?, ?, 1)",
+                       [entry_id, f"tok-{entry_id}", json.dumps(outgoing), created, created])
+
+    # selection: the oldest first, at most --max-entries; --endpoint keeps to its outbox
+    assert [o.entry_id for o in replay(chaos.config, ReplayOptions(max_entries=2, **NOW)).outcomes] == [
+        "poison-shape", "poison-topic"]
+    assert {o.endpoint for o in replay(chaos.config, ReplayOptions(endpoints=["shipping"], **NOW)).outcomes} == {
+        "shipping"}
 
     done = replay(chaos.config, ReplayOptions(execute=True, rate=10, **NOW))
     status = {o.entry_id: (o.status, o.reason or "") for o in done.outcomes}
