@@ -15,7 +15,8 @@ from tests.helpers.servers import REPO
 
 @pytest.fixture
 def chaos(tmp_path: Path) -> Path:
-    shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos")
+    shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos",
+                    ignore=shutil.ignore_patterns("eoctl-history.duckdb*"))
     return tmp_path / "chaos" / "eoctl.toml"
 
 

@@ -149,7 +149,8 @@ def test_a_second_run_waits_for_the_lease_and_exits_4(tmp_path: Path) -> None:
     from eoctl.ops.lease import LEASES
     from tests.helpers.cli import run_eoctl
 
-    shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos")
+    shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos",
+                    ignore=shutil.ignore_patterns("eoctl-history.duckdb*"))
     import duckdb
 
     with duckdb.connect(str(tmp_path / "chaos" / "state.duckdb")) as db:
