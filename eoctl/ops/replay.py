@@ -173,7 +173,7 @@ def routes(config: Config) -> dict[str, Route]:
     return out
 
 
-def _validate(entry: StuckEntry, table: dict[str, Route], max_bytes: int) -> list[dict[str, Any]]:
+def _validate(config: Config, entry: StuckEntry, table: dict[str, Route], max_bytes: int) -> list[dict[str, Any]]:
     """The outgoing messages, or PoisonEntry saying why the entry cannot be sent as it is."""
     messages = entry.outgoing
     if not isinstance(messages, list):
@@ -183,6 +183,9 @@ def _validate(entry: StuckEntry, table: dict[str, Route], max_bytes: int) -> lis
             raise PoisonEntry(f"outgoing[{i}] has no message_id or topic")
         if m["topic"] not in table:
             raise PoisonEntry(f"outgoing[{i}]: topic {m['topic']!r} is no configured endpoint's input")
+        destination = config.endpoint(table[m["topic"]].destination)
+        if not entry.tokens_committed and destination.store_of(destination.tokens) is None:
+            raise PoisonEntry(f"outgoing[{i}]: destination {table[m['topic']].destination} has no token store")
         size = len(_bytes(m.get("value")) or b"") + len(_bytes(m.get("key")) or b"") + sum(
             len(k) + len(str(v)) for k, v in (m.get("headers") or {}).items())
         if size > max_bytes:
@@ -266,8 +269,7 @@ def _checkpoint(config: Config, entry: StuckEntry, messages: list[dict[str, Any]
     for dest, group in by_destination.items():
         ep = config.endpoint(dest)
         store = ep.store_of(ep.tokens)
-        if store is None:
-            raise PoisonEntry(f"destination {dest} has no token store configured")
+        assert store is not None  # _validate refused the entry before anything changed
         tc = ep.tokens.columns
         with open_db(store_named(config, store)) as db:
             with db.tx():
@@ -330,7 +332,7 @@ def _delete_entry(config: Config, entry: StuckEntry) -> None:
 def replay_entry(config: Config, entry: StuckEntry, table: dict[str, Route], dispatcher: Dispatcher,
                  max_bytes: int, outcome: EntryOutcome) -> EntryOutcome:
     """The steps of the module doc; `outcome` records progress as it is made (also when a step fails)."""
-    messages = _validate(entry, table, max_bytes)
+    messages = _validate(config, entry, table, max_bytes)
     if messages and not entry.tokens_committed:
         _checkpoint(config, entry, messages, table, f"eoctl-replay-{uuid.uuid4()}", utcnow(), outcome)
     if messages:  # an entry with nothing to send only needs its incoming token and itself removed
