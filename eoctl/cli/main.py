@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl import __version__
-from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, findings_cmd, gc_cmd, jars_cmd, replay_cmd, sources_cmd
+from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, findings_cmd, gc_cmd, jars_cmd, replay_cmd, sources_cmd, trace_cmd
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.errors import EoctlError, ExitCode
 
@@ -40,6 +40,9 @@ app.command("gc-tokens", epilog="Example: eoctl --config eoctl.toml --format jso
 app.command("gc-blobs", epilog="Example: eoctl --config eoctl.toml gc-blobs --grace 48h --execute")(gc_cmd.gc_blobs)
 app.command("replay-outbox", epilog="Example: eoctl --config eoctl.toml replay-outbox --stuck-after 30m --execute")(
     replay_cmd.replay_outbox
+)
+app.command("trace", epilog="Example: eoctl --config samples/chaos/eoctl.toml trace --by order_id=30")(
+    trace_cmd.trace
 )
 
 

@@ -1,0 +1,62 @@
+"""Rendering of `eoctl trace` on a Rich console: verdict first, then the timeline and the evidence."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from rich.console import Console
+from rich.table import Table
+
+from eoctl.trace import MessageTrace, TraceResult
+
+_STYLE = {"processed once": "green", "in flight": "yellow", "never sent": "yellow"}
+
+
+def render_trace(result: TraceResult, console: Console) -> None:
+    lk = result.lookup
+    what = f"{lk.column} = {lk.value}" if lk.kind == "sink" else f"{lk.kind.replace('_', ' ')} {lk.value}"
+    console.print(f"[bold]trace of {what}[/]")
+    for note in result.scans:
+        kind = "[yellow]read every record[/]" if note.full else "read"
+        console.print(f"  {kind} {note.records_read} record(s) of {'; '.join(note.inputs)} for {note.purpose}: "
+                      f"{note.bounds}")
+    for note in result.notes:
+        console.print(f"  note: {note}")
+    if not result.messages:
+        console.print("[red]no message found[/]")
+    for m in result.messages:
+        _message(m, console)
+    if result.history_run:
+        console.print(f"\nrecorded findings are from audit run {result.history_run}")
+
+
+def _message(m: MessageTrace, console: Console) -> None:
+    style = _STYLE.get(m.verdict.value, "bold red")
+    console.print(f"\n[bold]message {m.message_id}[/]: [{style}]{m.verdict.value.upper()}[/]")
+    for reason in m.reasons:
+        console.print(f"  - {reason}")
+    if m.copies:
+        table = Table(title="copies", title_justify="left")
+        for col in ("topic/partition@offset", "timestamp", "token", "token in store", "producer", "seq", "attempt",
+                    "state"):
+            table.add_column(col)
+        for c in m.copies:
+            present = {None: "-", True: "present", False: "gone"}[c.token_present]
+            table.add_row(f"{c.topic}/{c.partition}@{c.offset}", _t(c.timestamp), c.token_id or "-", present,
+                          c.producer or "-", c.sequence or "-", c.attempt_id or "-",
+                          f"processed by {c.consumer}" if c.processed else f"in flight ({c.consumer})")
+        console.print(table)
+    console.print("timeline:")
+    for e in m.timeline:
+        console.print(f"  {_t(e.at):>25}  {e.what}")
+    if m.findings:
+        console.print("findings on this message: " + ", ".join(sorted({f['code'] for f in m.findings})))
+    if m.recorded_findings:
+        console.print("in the last recorded audit: " + ", ".join(
+            sorted({f"{f['code']} ({f['endpoint']})" for f in m.recorded_findings})))
+
+
+def _t(value: object) -> str:
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return "" if value is None else str(value)
