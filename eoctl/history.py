@@ -205,10 +205,10 @@ def diff(config: Config, run_a: str, run_b: str) -> FindingsDiff:
     return FindingsDiff(a, b, [by_code[k] for k in sorted(by_code)])
 
 
-def items_of_last_run(config: Config) -> tuple[str, list[tuple[str, str, str]]]:
-    """The newest recorded run's id and its items (code, endpoint, item JSON); `trace` matches them
-    against one message's ids. Raises UsageError when nothing is recorded."""
+def evidence_of_last_run(config: Config) -> tuple[str, list[tuple[str, str, dict[str, Any]]]]:
+    """The newest recorded run's id and every evidence row it kept (code, endpoint, row); `trace`
+    matches them against one message's ids. Raises UsageError when nothing is recorded."""
     with history_db(config, create=False) as db:
         run_id = _resolve(db, "last")
-        rows = db.execute(f"select code, endpoint, item from {db.table(ITEMS)} where run_id = %s", [run_id])
-    return run_id, [(c, e, i) for c, e, i in rows]
+        rows = db.execute(f"select code, endpoint, evidence from {db.table(FINDINGS)} where run_id = %s", [run_id])
+    return run_id, [(c, e, row) for c, e, ev in rows for row in json.loads(ev)]

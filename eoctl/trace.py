@@ -849,17 +849,18 @@ def _attach_recorded_findings(config: Config, messages: list[MessageTrace], note
     from eoctl.errors import EoctlError
 
     try:
-        run, items = history.items_of_last_run(config)
+        run, rows = history.evidence_of_last_run(config)
     except EoctlError as exc:
         notes.append(f"no recorded audit to compare with ({exc.one_line()})")
         return None
+    texts = [(code, ep, row, json.dumps(row, default=str)) for code, ep, row in rows]
     for m in messages:
         needles = {m.message_id, *(c.token_id for c in m.copies if c.token_id), *(t.token_id for t in m.tokens),
                    *(b.name for b in m.blobs)}
-        if m.emitted_by is not None:
-            needles.add(m.emitted_by.incoming_message_id)
-        m.recorded_findings = [{"code": code, "endpoint": ep, "item": json.loads(item)}
-                               for code, ep, item in items if any(n and n in item for n in needles)]
+        holder = m.emitted_by.incoming_message_id if m.emitted_by else None  # EO301 names the entry
+        m.recorded_findings = [{"code": code, "endpoint": ep, "evidence": row} for code, ep, row, text in texts
+                               if any(n and n in text for n in needles)
+                               or (code == "EO301" and row.get("incoming_message_id") == holder)]
     return run
 
 

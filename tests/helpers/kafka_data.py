@@ -24,7 +24,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[dict], *, transactiona
         producer.init_transactions(30)
         producer.begin_transaction()
     for r in records:
-        kwargs = {k: r[k] for k in ("key", "value", "headers", "partition") if k in r}
+        kwargs = {k: r[k] for k in ("key", "value", "headers", "partition", "timestamp") if k in r}
         producer.produce(topic, on_delivery=report, **kwargs)
     if transactional_id:
         producer.flush(30)

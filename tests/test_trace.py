@@ -1,0 +1,254 @@
+"""`eoctl trace` on the chaos pipeline: the right verdict for a message of every fault kind, the
+findings that concern it, lookups by token and sink key, and the fast paths on a live broker."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from eoctl.trace import Lookup, TraceOptions, Verdict, run_trace
+from tests.helpers.chaos import ChaosRun, recorded_copy
+from tests.helpers.cli import run_eoctl
+
+pytestmark = pytest.mark.integration
+
+# no grace or stuck threshold: everything the recorded run left is old enough to count
+SETTLED = dict(stuck_after=dt.timedelta(0), grace=dt.timedelta(0))
+
+
+@pytest.fixture(scope="module")
+def chaos(tmp_path_factory) -> ChaosRun:
+    return recorded_copy(tmp_path_factory.mktemp("trace"))
+
+
+def _trace(spark, chaos: ChaosRun, message_id: str):
+    result = run_trace(spark, chaos.config, Lookup("message_id", message_id), TraceOptions(**SETTLED))
+    (message,) = result.messages
+    assert message.message_id == message_id
+    return message
+
+
+def _codes(message) -> set[str]:
+    return {f["code"] for f in message.findings}
+
+
+def _entries(chaos: ChaosRun, kind: str) -> list[dict]:
+    found = [e for e in chaos.ledger if e["fault"] == kind]
+    assert found, f"the chaos sample has no {kind} fault"
+    return found
+
+
+def test_every_fault_kind_has_a_verdict_test() -> None:
+    from samples.reference.faults import FAULT_KINDS
+
+    tested = {name.removeprefix("test_verdict_") for name in globals() if name.startswith("test_verdict_")}
+    assert tested == set(FAULT_KINDS)
+
+
+def test_verdict_crash(spark, chaos) -> None:
+    """A crash at any step, recovered by redelivery: processed once; a crash after the incoming
+    token was removed leaves the entry pending (EO301) although its messages were sent."""
+    for e in _entries(chaos, "crash"):
+        m = _trace(spark, chaos, e["message_id"])
+        assert m.verdict is Verdict.processed_once, (e["step"], e["endpoint"], m.reasons)
+        assert ("EO301" in _codes(m)) == (e["step"] == "incoming_token_removed"), e
+        assert all(c.consumer == e["endpoint"] for c in m.copies)
+        for out in e.get("outgoing", []):
+            assert _trace(spark, chaos, out).verdict is Verdict.processed_once
+
+
+def test_verdict_crash_no_cleanup(spark, chaos) -> None:
+    """Processed once; the garbage the crashed attempt left (an orphan blob or token) shows as a
+    finding of the message whose processing left it."""
+    for e in _entries(chaos, "crash_no_cleanup"):
+        m = _trace(spark, chaos, e["message_id"])
+        assert m.verdict is Verdict.processed_once
+        assert set(e["expect"]) <= _codes(m), (e, m.findings)
+        if "EO401" in e["expect"]:
+            (orphan,) = [b for b in m.blobs if b.registered_only]
+            assert orphan.present and orphan.name in {i.ref for i in m.intents}
+
+
+def test_verdict_duplicate_delivery(spark, chaos) -> None:
+    _redelivered_once(spark, chaos, "duplicate_delivery")
+
+
+def test_verdict_lost_ack(spark, chaos) -> None:
+    _redelivered_once(spark, chaos, "lost_ack")
+
+
+def _redelivered_once(spark, chaos: ChaosRun, kind: str) -> None:
+    (e,) = _entries(chaos, kind)
+    m = _trace(spark, chaos, e["message_id"])
+    assert m.verdict is Verdict.processed_once
+    assert len(m.copies) == 2 and len({c.token_id for c in m.copies}) == 1
+    assert [c.token_present for c in m.copies] == [False, False]  # consumed once, the copy dropped
+    assert _codes(m) == {"EO101"}
+
+
+def test_verdict_regenerate_tokens(spark, chaos) -> None:
+    (e,) = _entries(chaos, "regenerate_tokens")
+    (out,) = e["outgoing"]
+    m = _trace(spark, chaos, out)
+    assert m.verdict is Verdict.processed_twice
+    assert len({c.token_id for c in m.copies}) == 2 and len(m.sink_rows) == 2
+    assert {"EO102", "EO501"} <= _codes(m)
+    assert _trace(spark, chaos, e["message_id"]).verdict is Verdict.processed_once  # the order itself
+
+
+def test_verdict_ghost(spark, chaos) -> None:
+    (e,) = _entries(chaos, "ghost")
+    (out,) = e["outgoing"]
+    m = _trace(spark, chaos, out)
+    assert m.verdict is Verdict.ghost
+    assert e["attempt_id"] in m.reasons[0]
+    assert {c.attempt_id for c in m.copies} == {e["attempt_id"]}
+    assert {"EO302", "EO402"} <= _codes(m)  # and its blob was cleaned up with the attempt
+    assert [b.present for b in m.blobs] == [False]
+
+
+def test_verdict_shared_blob_name(spark, chaos) -> None:
+    """Found by its sink key: the invoice whose blob another attempt overwrote has lost its data."""
+    (e,) = _entries(chaos, "shared_blob_name")
+    result = run_trace(spark, chaos.config, Lookup("sink", str(e["order"]), "order_id"), TraceOptions(**SETTLED))
+    (m,) = result.messages
+    assert m.verdict is Verdict.lost
+    assert "EO403" in _codes(m)
+    (blob,) = m.blobs
+    assert blob.present and blob.sha256_ok is False
+    assert m.sink_rows and m.sink_rows[0].row["order_id"] == e["order"]
+
+
+def test_verdict_stuck(spark, chaos) -> None:
+    """The incoming message was consumed, but what its processing emits waits in the outbox."""
+    for e in _entries(chaos, "stuck"):
+        m = _trace(spark, chaos, e["message_id"])
+        assert m.verdict is Verdict.in_flight
+        assert [x.incoming_message_id for x in m.caused_entries] == [e["message_id"]]
+        (out,) = e["outgoing"]
+        held = _trace(spark, chaos, out)
+        assert held.verdict is Verdict.in_flight and held.copies == []
+        assert held.emitted_by is not None and held.emitted_by.incoming_message_id == e["message_id"]
+        assert "EO301" in _codes(m) and "EO301" in _codes(held)
+
+
+def test_verdict_double_apply(spark, chaos) -> None:
+    (e,) = _entries(chaos, "double_apply")
+    m = _trace(spark, chaos, e["message_id"])
+    assert m.verdict is Verdict.processed_twice
+    assert len(m.copies) == 1 and len(m.sink_rows) == 2
+    assert "EO501" in _codes(m) and "EO102" not in _codes(m)
+
+
+def test_lookup_by_token_and_the_recorded_findings(spark, chaos) -> None:
+    from eoctl import history
+    from eoctl.audit import run_audit, select_codes
+    from tests.helpers.chaos import settled
+
+    report = run_audit(spark, chaos.config, settled(), select_codes(None, None))
+    history.record(chaos.config, report)
+
+    (ghost,) = _entries(chaos, "ghost")
+    by_message = _trace(spark, chaos, ghost["outgoing"][0])
+    recorded = {f["code"] for f in by_message.recorded_findings}
+    assert set(ghost["expect"]) <= recorded, recorded  # EO103 and EO502 name it only in their evidence
+
+    token = by_message.copies[0].token_id
+    result = run_trace(spark, chaos.config, Lookup("token_id", token), TraceOptions(**SETTLED))
+    assert [m.message_id for m in result.messages] == [ghost["outgoing"][0]]
+    assert result.messages[0].verdict is Verdict.ghost
+
+    # the orphan token a crashed attempt left: found in the store, traced to its message
+    (orphan,) = [f for f in report.findings if f.code == "EO201"]
+    row = orphan.evidence[0]
+    result = run_trace(spark, chaos.config, Lookup("token_id", row["token_id"]), TraceOptions(**SETTLED))
+    (m,) = result.messages
+    assert m.verdict is Verdict.processed_once and "EO201" in _codes(m)
+
+    missing = run_trace(spark, chaos.config, Lookup("message_id", "no-such-message"), TraceOptions(**SETTLED))
+    assert [m.verdict for m in missing.messages] == [Verdict.not_found] and missing.worst_is_bad()
+
+
+def test_cli_json_text_and_usage_errors(spark_jars: Path, chaos) -> None:
+    env = {"EOCTL_JARS_DIR": str(spark_jars)}
+    cfg = ("--config", str(chaos.config_path))
+    (e,) = _entries(chaos, "regenerate_tokens")
+    out = run_eoctl(*cfg, "--format", "json", "trace", "--by", f"order_id={e['order']}", env=env)
+    assert out.code == 1, out.stderr  # processed twice: a verdict to act on
+    data = json.loads(out.stdout)
+    assert data["schema"] == "eoctl.trace/v1"
+    assert [(m["message_id"], m["verdict"]) for m in data["messages"]] == [(e["outgoing"][0], "processed twice")]
+    assert data["scans"][0]["full"] is True and data["scans"][0]["records_read"] == 83
+
+    (d,) = _entries(chaos, "duplicate_delivery")
+    text = run_eoctl(*cfg, "trace", d["message_id"], env=env)
+    assert text.code == 0, text.stderr
+    assert "PROCESSED ONCE" in text.stderr and "orders/" in text.stderr and text.stdout == ""
+
+    for args, words in ((("trace",), "give a message id"), (("trace", "--by", "order_id"), "COLUMN=VALUE"),
+                        (("trace", "--by", "colour=red"), "no configured sink has a column 'colour'")):
+        bad = run_eoctl(*cfg, *args, env=env)
+        assert bad.code == 2 and words in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def test_fast_paths_on_a_live_broker(spark, kafka, tmp_path: Path) -> None:
+    """--since reads only the records of that time (offsets asked of the broker); without it, a
+    token in the store dates the message; with nothing to go on, every record is read, and said."""
+    import duckdb
+
+    from eoctl.config import load_config
+    from tests.helpers.configs import write_config
+    from tests.helpers.kafka_data import produce
+
+    topic = f"trace-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic)
+    now = dt.datetime.now(dt.timezone.utc)
+    old = now - dt.timedelta(days=3)
+
+    def record(i: int, when: dt.datetime, message: str) -> dict:
+        return {"value": b"v", "timestamp": int(when.timestamp() * 1000),
+                "headers": [("eo-message-id", message.encode()), ("eo-token-id", f"t-{message}".encode())]}
+
+    produce(kafka.bootstrap, topic, [record(i, old + dt.timedelta(seconds=i), f"old-{i}") for i in range(40)]
+            + [record(40, now - dt.timedelta(minutes=5), "target"), record(41, now, "after")])
+    store = tmp_path / "state.duckdb"
+    with duckdb.connect(str(store)) as conn:
+        conn.execute("create table eo_tokens (token_id varchar primary key, message_id varchar, destination varchar, "
+                     "attempt_id varchar, created_at timestamptz)")
+        conn.execute("insert into eo_tokens values ('t-target', 'target', 'billing', 'a1', ?)",
+                     [now - dt.timedelta(minutes=6)])
+    config = load_config(write_config(tmp_path, f"""
+        [kafka.main]
+        bootstrap_servers = "{kafka.bootstrap}"
+
+        [stores.s]
+        type = "duckdb"
+        path = "{store}"
+
+        [endpoints.billing]
+        store = "s"
+
+        [endpoints.billing.input]
+        topics = ["{topic}"]
+        kafka = "main"
+        group = "billing"
+    """))
+
+    fast = run_trace(spark, config, Lookup("message_id", "target"), TraceOptions(since=now - dt.timedelta(hours=1)))
+    (m,) = fast.messages
+    assert m.verdict is Verdict.in_flight and [c.offset for c in m.copies] == [40]
+    assert m.copies[0].token_present is True
+    assert (fast.scans[0].records_read, fast.scans[0].full) == (2, False)
+
+    dated = run_trace(spark, config, Lookup("message_id", "target"), TraceOptions(window=dt.timedelta(hours=1)))
+    assert [c.offset for c in dated.messages[0].copies] == [40]
+    assert dated.scans[0].records_read == 2 and "first sign" in dated.scans[0].bounds
+
+    blind = run_trace(spark, config, Lookup("message_id", "old-3"), TraceOptions())
+    assert blind.messages[0].verdict is Verdict.lost  # in flight, and its token is gone
+    assert (blind.scans[0].records_read, blind.scans[0].full) == (42, True)
+    assert "full scan" in blind.scans[0].bounds
