@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from measure import run_measured  # noqa: E402
+from measure import run_measured, with_broker  # noqa: E402
 
 CODES = ["EO101", "EO102", "EO103", "EO104", "EO105", "EO201", "EO202", "EO203", "EO301", "EO501", "EO502"]
 
@@ -125,17 +125,7 @@ def main() -> int:
     ap.add_argument("--jars", default=os.environ.get("EOCTL_JARS_DIR"), help="EOCTL_JARS_DIR for eoctl")
     ap.add_argument("--start-broker", action="store_true", help="run the live-topic comparison on the test bed's broker")
     args = ap.parse_args()
-    if args.start_broker:
-        from tests.helpers.kafka_broker import KafkaBroker
-
-        broker = KafkaBroker()
-        broker.start()
-        args.kafka = broker.bootstrap
-        try:
-            return bench(args)
-        finally:
-            broker.stop()
-    return bench(args)
+    return with_broker(args, bench)
 
 
 def bench(args: argparse.Namespace) -> int:

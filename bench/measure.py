@@ -63,3 +63,19 @@ def run_measured(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float
     stdout, stderr = proc.communicate()
     sampler.join()
     return time.monotonic() - start, peak, proc.returncode, stdout.decode(), stderr.decode()
+
+
+def with_broker(args, bench) -> int:
+    """Run `bench(args)`; with `args.start_broker`, on the test bed's Kafka broker (started here,
+    stopped after), whose address goes to `args.kafka`."""
+    if not args.start_broker:
+        return bench(args)
+    from tests.helpers.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker()
+    broker.start()
+    args.kafka = broker.bootstrap
+    try:
+        return bench(args)
+    finally:
+        broker.stop()

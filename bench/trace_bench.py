@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from measure import run_measured  # noqa: E402
+from measure import run_measured, with_broker  # noqa: E402
 
 
 def produce_late(bootstrap: str, topic: str, count: int) -> tuple[str, dt.datetime]:
@@ -102,19 +102,9 @@ def main() -> int:
     ap.add_argument("--start-broker", action="store_true", help="run on the test bed's broker")
     ap.add_argument("--jars", default=os.environ.get("EOCTL_JARS_DIR"), help="EOCTL_JARS_DIR for eoctl")
     args = ap.parse_args()
-    if args.start_broker:
-        from tests.helpers.kafka_broker import KafkaBroker
-
-        broker = KafkaBroker()
-        broker.start()
-        args.kafka = broker.bootstrap
-        try:
-            return bench(args)
-        finally:
-            broker.stop()
-    if not args.kafka:
+    if not (args.kafka or args.start_broker):
         ap.error("give --kafka BOOTSTRAP or --start-broker")
-    return bench(args)
+    return with_broker(args, bench)
 
 
 def bench(args: argparse.Namespace) -> int:

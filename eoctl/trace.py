@@ -209,6 +209,18 @@ def _utc(value: Any) -> Any:
     return value
 
 
+def _any_in(*conditions: tuple[str, set[str]]) -> tuple[list[str], list[str]]:
+    """SQL conditions `column in (...)` (compared as text) for the non-empty value sets, and their
+    parameters; the caller joins them with `or`."""
+    where: list[str] = []
+    params: list[str] = []
+    for column, values in conditions:
+        if values:
+            where.append(f"cast({quote_ident(column)} as varchar) in {in_list(sorted(values))}")
+            params += sorted(values)
+    return where, params
+
+
 class _Stores:
     """Indexed lookups in every endpoint's tokens, outbox and intents tables (read-only)."""
 
@@ -239,13 +251,7 @@ class _Stores:
 
         def build(table: str, c) -> tuple[str, list]:
             q = quote_ident
-            where, params = [], []
-            if message_ids:
-                where.append(f"cast({q(c.message_id)} as varchar) in {in_list(sorted(message_ids))}")
-                params += sorted(message_ids)
-            if token_ids:
-                where.append(f"cast({q(c.token_id)} as varchar) in {in_list(sorted(token_ids))}")
-                params += sorted(token_ids)
+            where, params = _any_in((c.message_id, message_ids), (c.token_id, token_ids))
             return (f"select cast({q(c.token_id)} as varchar), cast({q(c.message_id)} as varchar), "
                     f"{q(c.destination)}, cast({q(c.attempt_id)} as varchar), {q(c.created_at)} from {table} "
                     f"where {' or '.join(where)}", params)
@@ -261,10 +267,7 @@ class _Stores:
 
         def build(table: str, c) -> tuple[str, list]:
             q = quote_ident
-            where, params = [], []
-            if incoming:
-                where.append(f"cast({q(c.incoming_message_id)} as varchar) in {in_list(sorted(incoming))}")
-                params += sorted(incoming)
+            where, params = _any_in((c.incoming_message_id, incoming))
             for needle in needles:  # outgoing is JSON text: a LIKE narrows, the parse below decides
                 where.append(f"cast({q(c.outgoing)} as varchar) like %s")
                 params.append(f"%{needle}%")
@@ -292,13 +295,7 @@ class _Stores:
 
         def build(table: str, c) -> tuple[str, list]:
             q = quote_ident
-            where, params = [], []
-            if incoming:
-                where.append(f"cast({q(c.incoming_message_id)} as varchar) in {in_list(sorted(incoming))}")
-                params += sorted(incoming)
-            if refs:
-                where.append(f"cast({q(c.ref)} as varchar) in {in_list(sorted(refs))}")
-                params += sorted(refs)
+            where, params = _any_in((c.incoming_message_id, incoming), (c.ref, refs))
             return (f"select cast({q(c.intent_id)} as varchar), cast({q(c.incoming_message_id)} as varchar), "
                     f"cast({q(c.attempt_id)} as varchar), {q(c.kind)}, cast({q(c.ref)} as varchar), "
                     f"{q(c.created_at)} from {table} where {' or '.join(where)}", params)
@@ -818,7 +815,7 @@ def _timeline(t: MessageTrace) -> list[Event]:
         events.append(Event(e.created_at, f"outbox entry at {e.endpoint} (incoming {e.incoming_message_id}, attempt "
                                           f"{e.attempt_id}) holds it"))
         if e.tokens_committed_at:
-            events.append(Event(e.tokens_committed_at, f"tokens committed in that entry"))
+            events.append(Event(e.tokens_committed_at, "tokens committed in that entry"))
     for c in t.copies:
         state = "processed" if c.processed else "in flight"
         token = "" if c.token_present is None else (" (token present)" if c.token_present else " (token gone)")
