@@ -819,8 +819,9 @@ def _timeline(t: MessageTrace) -> list[Event]:
     for c in t.copies:
         state = "processed" if c.processed else "in flight"
         token = "" if c.token_present is None else (" (token present)" if c.token_present else " (token gone)")
-        events.append(Event(c.timestamp, f"copy at {_pos(c)}: token {c.token_id}{token}, producer {c.producer} seq "
-                                         f"{c.sequence}, attempt {c.attempt_id}; {state} by {c.consumer}"))
+        cause = f" while processing {c.causation_id}" if c.causation_id else ""
+        events.append(Event(c.timestamp, f"copy at {_pos(c)}: token {c.token_id}{token}, sent by {c.producer} (seq "
+                                         f"{c.sequence}, attempt {c.attempt_id}){cause}; {state} by {c.consumer}"))
     for e in t.caused_entries:
         events.append(Event(e.created_at, f"its processing at {e.endpoint} (attempt {e.attempt_id}) left an outbox "
                                           f"entry of {len(e.outgoing)} message(s), still pending"))
