@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from eoctl import incremental
 from eoctl.checks.context import AuditContext, AuditOptions
 from eoctl.config.model import Config
 from eoctl.engine.evidence import materialize
@@ -46,10 +47,20 @@ def run_audit(
     from eoctl.checks import all_checks
 
     step = progress or (lambda _m: None)
-    ctx = AuditContext(spark, config, options)
+    run_id = uuid.uuid4().hex[:12]
+    endpoints = AuditContext(spark, config, options).endpoints
+    if options.since_last and (options.ranges or options.since or options.until):
+        raise UsageError("--since-last continues a full scan: it does not combine with --range, --since or --until")
+    base = None
+    if options.since_last:
+        step("looking for the record index of the last recorded run")
+        base = incremental.find_base(spark, config, endpoints)
+    keep = options.keep_index and incremental.indexable(config, options)
+    index_path = incremental.partial_path(config, run_id) if keep else None
+    ctx = AuditContext(spark, config, options, base, index_path)
     checks = all_checks()
     report = AuditReport(run={
-        "id": uuid.uuid4().hex[:12],
+        "id": run_id,
         "started_at": options.now.isoformat(),
         "endpoints": list(ctx.endpoints),
         "codes": codes,
@@ -59,6 +70,8 @@ def run_audit(
     try:
         step("reading the records of every input")
         report.scanned["records"] = ctx.records.count()  # the one scan all checks share
+        stats = ctx.partition_stats() if options.since_last or index_path else []
+        report.run["scan"] = _scan_summary(ctx, options, report.scanned["records"], stats)
         for code in codes:
             step(f"{code}: {CATALOG[code].title}")
             for _code, endpoint, where, df in checks[code](ctx):
@@ -66,7 +79,32 @@ def run_audit(
                                                 f"{report.run['id']}-{code}-{endpoint}")
                 if count:
                     report.findings.append(Finding(code, endpoint, where, count, rows, path))
+        if index_path:
+            ctx.keep_index()
+            report.index = _index(spark, config, run_id, index_path, ctx, stats)
     finally:
         ctx.release()
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     return report
+
+
+def _scan_summary(ctx: AuditContext, options: AuditOptions, total: int, stats: list) -> dict[str, object]:
+    """How the records were read: all from the source, or continuing from a recorded run's index."""
+    if ctx.base is not None:
+        fresh = sum(row[5] for row in stats)
+        return {"mode": "incremental", "base_run": ctx.base.run_id, "new_records": fresh,
+                "indexed_records": total - fresh}
+    out: dict[str, object] = {"mode": "full", "new_records": total, "indexed_records": 0}
+    if options.since_last:
+        out["reason"] = ctx.fallback or incremental.NO_BASE
+    return out
+
+
+def _index(spark: SparkSession, config: Config, run_id: str, partial: str, ctx: AuditContext,
+           stats: list) -> incremental.RecordIndex:
+    """Publish the working copy as this run's record index (the history row will name it)."""
+    ends: dict[str, dict[str, dict[int, int]]] = {}
+    for endpoint, topic, partition, end, _n, _fresh in stats:
+        ends.setdefault(endpoint, {}).setdefault(topic, {})[partition] = end
+    path = incremental.publish(spark, config, run_id, partial)
+    return incremental.RecordIndex(run_id, path, incremental.fingerprints(config, ctx.endpoints), ends)

@@ -86,6 +86,8 @@ def history_db(config: Config, *, create: bool) -> Iterator[Db]:
                        "evidence_complete boolean, evidence_file varchar)")
             db.execute(f"create table if not exists {db.table(ITEMS)} (run_id varchar, code varchar, "
                        "endpoint varchar, item varchar)")
+            # Added after the first release: histories written before have no such column yet.
+            db.execute(f"alter table {db.table(RUNS)} add column if not exists record_index varchar")
         elif db.columns(RUNS) is None:
             raise UsageError("no audit run is recorded in the findings history yet")
         yield db
@@ -101,10 +103,11 @@ def record(config: Config, report: AuditReport) -> str:
     counts = {code: row["count"] for code, row in report.summary().items()}
     with history_db(config, create=True) as db:
         with db.tx():
-            db.execute(f"insert into {db.table(RUNS)} values (%s, %s, %s, %s, %s, %s, %s, %s)",
+            db.execute(f"insert into {db.table(RUNS)} (run_id, started_at, finished_at, config_digest, endpoints, "
+                       "codes, counts, scanned, record_index) values (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                        [run["id"], _ts(run.get("started_at")), _ts(run.get("finished_at")), config_digest(config),
                         json.dumps(run.get("endpoints", [])), json.dumps(run.get("codes", [])), json.dumps(counts),
-                        json.dumps(report.scanned)])
+                        json.dumps(report.scanned), report.index.to_json() if report.index is not None else None])
             for f in report.findings:
                 db.execute(f"insert into {db.table(FINDINGS)} values (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                            [run["id"], f.code, f.severity.label, f.endpoint, f.where, f.count,
@@ -116,6 +119,20 @@ def record(config: Config, report: AuditReport) -> str:
                                + ", ".join(["(%s, %s, %s, %s)"] * len(part)),
                                [v for k in part for v in (run["id"], f.code, f.endpoint, k)])
     return run["id"]
+
+
+def indexed_runs(config: Config, limit: int = 10) -> list[tuple[str, str]]:
+    """(run id, record index JSON) of the newest runs that kept a record index, newest first; none
+    when there is no history yet (or one written before record indexes existed)."""
+    try:
+        with history_db(config, create=False) as db:
+            if "record_index" not in (db.columns(RUNS) or []):
+                return []
+            return [(r[0], r[1]) for r in db.execute(
+                f"select run_id, record_index from {db.table(RUNS)} where record_index is not null "
+                "order by started_at desc limit %s", [limit])]
+    except UsageError:
+        return []
 
 
 @dataclass

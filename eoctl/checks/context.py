@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eoctl import incremental
 from eoctl.config.model import Config, EndpointConfig, SinkConfig
 from eoctl.engine.frames import local_frame
 from eoctl.sources import OffsetRange, input_committed_offsets, read_input
@@ -20,6 +21,8 @@ from eoctl.sources.tables import read_store_table, store_named
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from eoctl.incremental import PartitionPlan, RecordIndex
 
 BLOB_REFS = "array<struct<uri: string, sha256: string>>"
 OUTGOING = "array<struct<message_id: string, token_id: string, topic: string, key: string, headers: map<string, string>>>"
@@ -37,13 +40,22 @@ class AuditOptions:
     until: dt.datetime | None = None  # only records before this time
     evidence_rows: int = 1000  # inline evidence rows per finding; the rest go to Parquet
     evidence_dir: Path | None = None
+    since_last: bool = False  # continue from the record index of the last recorded run
+    keep_index: bool = False  # keep the working copy as this run's record index (it is recorded)
 
 
 class AuditContext:
-    def __init__(self, spark: SparkSession, config: Config, options: AuditOptions) -> None:
+    def __init__(self, spark: SparkSession, config: Config, options: AuditOptions,
+                 base: RecordIndex | None = None, index_path: str | None = None) -> None:
+        """`base`: a recorded run's record index to continue from (`audit --since-last`);
+        `index_path`: where to write the working copy so it can become this run's record index."""
         self.spark = spark
         self.config = config
         self.options = options
+        self.base = base
+        self.index_path = index_path
+        self.fallback: str | None = None  # why `base` was given up, if it was
+        self.plans: dict[str, list[PartitionPlan]] = {}  # endpoint -> what was read from the source
         self._persisted: list[DataFrame] = []
         self._shared: dict[tuple, DataFrame] = {}
         self._scratch: list[str] = []
@@ -76,6 +88,11 @@ class AuditContext:
         df.count()
         return df
 
+    def keep_index(self) -> None:
+        """The index is complete and about to be published: release() must not delete it."""
+        if self.index_path in self._scratch:
+            self._scratch.remove(self.index_path)
+
     def release(self) -> None:
         """Free what the audit kept: cached frames and the scratch copy (also after a failure)."""
         for df in self._persisted:
@@ -94,29 +111,35 @@ class AuditContext:
     @cached_property
     def records(self) -> DataFrame:
         """All input records of the audited endpoints, with protocol columns, `processed` and
-        `problem` (why a record's protocol headers are unusable, else null)."""
+        `problem` (why a record's protocol headers are unusable, else null). Continuing from a
+        record index, only what it lacks is read from the source; the rest comes from the index."""
         from functools import reduce
 
         from pyspark.sql import functions as F
 
-        frames = []
+        self._plan()
+        fresh, kept = [], []
         for name, ep in self.endpoints.items():
             if ep.input is None:
                 continue
-            df = read_input(self.spark, self.config, ep.input, self.options.ranges)
+            plans = self.plans.get(name)
+            ranges = self.options.ranges
+            if plans is not None and ep.input.kafka:
+                ranges = incremental.kafka_ranges(plans)
+            df = read_input(self.spark, self.config, ep.input, ranges)
+            if plans and ep.input.archive:
+                df = df.where(incremental.archive_predicate(plans))
             if self.options.since is not None:
                 df = df.where(F.col("timestamp") >= F.lit(self.options.since.replace(tzinfo=None)))
             if self.options.until is not None:
                 df = df.where(F.col("timestamp") < F.lit(self.options.until.replace(tzinfo=None)))
-            rows = [(t, p, o) for t, parts in self.committed[name].items() for p, o in parts.items()]
-            commits = local_frame(self.spark, rows, "c_topic string, c_partition int, committed long")
-            df = df.join(F.broadcast(commits), (df.topic == commits.c_topic) & (df.partition == commits.c_partition),
-                         "left").drop("c_topic", "c_partition")
-            frames.append(df.withColumn("endpoint", F.lit(name)))
-        if not frames:
+            fresh.append(self._with_committed(df, name).withColumn("endpoint", F.lit(name)))
+            if plans is not None:
+                kept.append(self._indexed(name, plans))
+        if not fresh:
             return local_frame(self.spark, [], _EMPTY_RECORDS)
-        df = reduce(lambda a, b: a.unionByName(b), frames)
-        df = df.withColumn("processed", F.coalesce(F.col("offset") < F.col("committed"), F.lit(False)))
+        df = reduce(lambda a, b: a.unionByName(b), fresh)
+        df = df.withColumn("processed", _processed())
         df = df.withColumn("seq", F.col("sequence").try_cast("long"))
         valid = lambda c: F.coalesce(F.is_valid_utf8(F.col(c)), F.lit(True))  # noqa: E731
         df = df.withColumn(
@@ -132,7 +155,73 @@ class AuditContext:
         )
         # Only what the checks read is kept: the cache is the audit's largest memory cost.
         # `blobs` stays text; the blob checks parse it for the few producers that publish blobs.
-        return self._working_copy(df.select(*RECORD_COLUMNS))
+        df = df.select(*RECORD_COLUMNS)
+        if kept:
+            df = df.unionByName(reduce(lambda a, b: a.unionByName(b), kept))
+        return self._working_copy(df)
+
+    def _commits(self, name: str) -> DataFrame:
+        rows = [(t, p, o) for t, parts in self.committed[name].items() for p, o in parts.items()]
+        return local_frame(self.spark, rows, "c_topic string, c_partition int, committed long")
+
+    def _with_committed(self, df: DataFrame, name: str) -> DataFrame:
+        """`df` with the consumer's current committed offset of each record's partition."""
+        from pyspark.sql import functions as F
+
+        commits = self._commits(name)
+        return df.join(F.broadcast(commits), (df.topic == commits.c_topic) & (df.partition == commits.c_partition),
+                       "left").drop("c_topic", "c_partition")
+
+    def _plan(self) -> None:
+        """Per endpoint, where the source is read from when continuing from `base`; gives `base`
+        up (a full scan, `fallback` says why) when a live partition ends below what it read."""
+        if self.base is None:
+            return
+        plans: dict[str, list[PartitionPlan]] = {}
+        for name, ep in self.endpoints.items():
+            if ep.input is None:
+                continue
+            ends = self.base.ends.get(name, {})
+            if ep.input.kafka:
+                plan, reason = incremental.kafka_plan(self.config, ep.input, ends, self.committed[name])
+                if plan is None:
+                    self.base, self.fallback = None, reason
+                    return
+                plans[name] = plan
+            else:
+                plans[name] = incremental.archive_plan(ends, self.committed[name])
+        self.plans = plans
+
+    def _indexed(self, name: str, plans: list[PartitionPlan]) -> DataFrame:
+        """The base index's rows of endpoint `name` below each partition's start (and not below
+        its log start), with `committed` and `processed` from the current committed offsets."""
+        from pyspark.sql import functions as F
+
+        assert self.base is not None
+        bounds = local_frame(self.spark, [(p.topic, p.partition, p.start, p.low) for p in plans],
+                             "b_topic string, b_partition int, b_start long, b_low long")
+        df = self.spark.read.parquet(self.base.path).where(F.col("endpoint") == name).drop("committed", "processed")
+        df = df.join(F.broadcast(bounds), (df.topic == bounds.b_topic) & (df.partition == bounds.b_partition))
+        df = df.where((F.col("offset") < F.col("b_start")) & (F.col("offset") >= F.col("b_low")))
+        df = self._with_committed(df.drop("b_topic", "b_partition", "b_start", "b_low"), name)
+        return df.withColumn("processed", _processed()).select(*RECORD_COLUMNS)
+
+    def partition_stats(self) -> list[tuple[str, str, int, int, int, int]]:
+        """(endpoint, topic, partition, end offset, records, records read from the source) per
+        partition of the working copy: a small aggregate, for the index and the scan summary."""
+        from pyspark.sql import functions as F
+
+        rows = [(n, p.topic, p.partition, p.start) for n, plans in self.plans.items() for p in plans]
+        starts = local_frame(self.spark, rows, "s_endpoint string, s_topic string, s_partition int, s_start long")
+        r = self.records
+        r = r.join(F.broadcast(starts), (r.endpoint == starts.s_endpoint) & (r.topic == starts.s_topic)
+                   & (r.partition == starts.s_partition), "left")
+        fresh = F.col("s_start").isNull() | (F.col("offset") >= F.col("s_start"))
+        out = r.groupBy("endpoint", "topic", "partition").agg(
+            (F.max("offset") + 1).alias("end"), F.count(F.lit(1)).alias("n"),
+            F.sum(F.when(fresh, 1).otherwise(0)).alias("fresh"),
+        ).collect()  # one row per partition
+        return [(x["endpoint"], x["topic"], x["partition"], x["end"], x["n"], x["fresh"]) for x in out]
 
     def _working_copy(self, df: DataFrame) -> DataFrame:
         """The records every check reads, computed once. Written as Parquet to the scratch folder
@@ -144,8 +233,14 @@ class AuditContext:
 
         engine = self.config.engine
         if engine.remote or not (engine.scratch_dir or engine.master.startswith("local")):
-            return self.persist(df)
-        if engine.scratch_dir:
+            df = self.persist(df)
+            if self.index_path:  # the cache is the working copy; the index still has to be files
+                self._scratch.append(self.index_path)
+                df.write.mode("overwrite").option("compression", "zstd").parquet(self.index_path)
+            return df
+        if self.index_path:  # written once, where it stays as this run's record index
+            path = self.index_path
+        elif engine.scratch_dir:
             path = f"{engine.scratch_dir.rstrip('/')}/eoctl-audit-{uuid.uuid4().hex[:12]}"
         else:
             path = tempfile.mkdtemp(prefix="eoctl-audit-")
@@ -252,6 +347,13 @@ class AuditContext:
             if outbox is not None:
                 frames.append(outbox.select(F.col("incoming_token_id").alias("token_id")))
         return reduce(lambda a, b: a.unionByName(b), frames).where(F.col("token_id").isNotNull()).distinct()
+
+
+def _processed():
+    """Processed: below the consumer's committed offset (no commit: nothing is processed)."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col("offset") < F.col("committed"), F.lit(False))
 
 
 def _delete_tree(spark: SparkSession, path: str) -> None:

@@ -47,9 +47,12 @@ def audit(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the report to FILE (large evidence as Parquet beside it)")] = None,
     evidence_rows: Annotated[int, typer.Option("--evidence-rows", min=1, help="evidence rows kept in the report per finding")] = 1000,
     record: Annotated[bool, typer.Option("--record/--no-record", help="record the run in the findings history")] = True,
+    since_last: Annotated[bool, typer.Option("--since-last", help="read from the source only the offsets added since the last recorded run; the rest from its record index")] = False,
 ) -> int:
     """Scan the configured topics, stores, blob prefixes and sinks (read-only) and report every
-    finding of the catalog with its evidence; exit 1 when one is at or above --fail-on."""
+    finding of the catalog with its evidence; exit 1 when one is at or above --fail-on.
+
+    Example: eoctl --format json audit --since-last --fail-on critical"""
     from eoctl.audit import run_audit, select_codes
     from eoctl.checks.context import AuditOptions
     from eoctl.cli.sources_cmd import parse_range
@@ -62,6 +65,8 @@ def audit(
     config = app.config()
     for name in endpoint or []:
         config.endpoint(name)  # unknown endpoint: usage error before Spark starts
+    if since_last and (ranges or since or until):
+        raise UsageError("--since-last continues a full scan: it does not combine with --range, --since or --until")
     evidence_dir = None
     if output is not None:
         evidence_dir = output.resolve().parent / f"{output.stem}-evidence"
@@ -70,18 +75,21 @@ def audit(
         transaction_timeout=parse_duration(transaction_timeout, "--transaction-timeout"),
         endpoints=endpoint or None, ranges=[parse_range(r) for r in ranges or []] or None,
         since=parse_time(since, "--since") if since else None, until=parse_time(until, "--until") if until else None,
-        evidence_rows=evidence_rows, evidence_dir=evidence_dir,
+        evidence_rows=evidence_rows, evidence_dir=evidence_dir, since_last=since_last, keep_index=record,
     )
     with progress(app.output is OutputFormat.text) as step:
         step("starting Spark")
         spark = app.spark()
         report = run_audit(spark, config, options, codes, step)
+    reason = report.run.get("scan", {}).get("reason")
+    if reason:
+        stderr.print(f"eoctl: {reason}")
 
     if record:
-        from eoctl.history import record as record_run
+        from eoctl.incremental import record as record_run
 
         try:
-            record_run(config, report)
+            record_run(spark, config, report)
         except EoctlError as exc:  # the audit itself succeeded: say so, and why it was not recorded
             stderr.print(f"eoctl: warning: the run was not recorded in the findings history: {exc.one_line()}")
     if app.output is OutputFormat.json:

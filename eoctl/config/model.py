@@ -316,6 +316,11 @@ class HistoryConfig(Strict):
     path: LocalPath = Field("eoctl-history.duckdb", validate_default=True,
                             description="DuckDB file of the findings history (relative to this file)")
     store: str | None = Field(None, description="record in this [stores.*] entry instead (e.g. PostgreSQL)")
+    records: LocalPath | None = Field(
+        None,
+        description="folder (or URI every executor can reach) of the record indexes that `audit --since-last` "
+        "continues from; default: beside the history file, e.g. eoctl-history.records",
+    )
 
 
 class Config(Strict):

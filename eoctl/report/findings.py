@@ -103,6 +103,7 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     run: dict[str, Any] = field(default_factory=dict)
     scanned: dict[str, int] = field(default_factory=dict)
+    index: Any = field(default=None, repr=False)  # the run's record index (eoctl.incremental.RecordIndex)
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), default=None)

@@ -23,6 +23,8 @@ def render_text(report: AuditReport, console: Console) -> None:
     scanned = ", ".join(f"{v} {k}" for k, v in report.scanned.items())
     console.print(f"[bold]eoctl audit[/] run {report.run.get('id')}: {scanned}; endpoints "
                   f"{', '.join(report.run.get('endpoints', []))}")
+    if "scan" in report.run:
+        console.print(scan_line(report.run["scan"]))
     if not report.findings:
         console.print("[green]no findings[/]")
         return
@@ -54,10 +56,21 @@ def _render_finding(f: Finding, console: Console) -> None:
         console.print(f"[dim]... and {rest} more{where}[/]")
 
 
+def scan_line(scan: dict) -> str:
+    """One line: how the records were read (the whole source, or continuing from a recorded run)."""
+    if scan.get("mode") == "incremental":
+        return (f"scan: incremental from run {scan['base_run']}: {scan['new_records']} records read from the "
+                f"source, {scan['indexed_records']} from its record index")
+    reason = f" ({scan['reason']})" if scan.get("reason") else ""
+    return f"scan: full, {scan.get('new_records')} records read from the source{reason}"
+
+
 def render_markdown(report: AuditReport) -> str:
     lines = [f"## eoctl audit {report.run.get('id')}", "",
              f"Run at {report.run.get('started_at')} over {', '.join(report.run.get('endpoints', []))}; "
              + ", ".join(f"{v} {k}" for k, v in report.scanned.items()) + " scanned.", ""]
+    if "scan" in report.run:
+        lines += [scan_line(report.run["scan"]).capitalize() + ".", ""]
     if not report.findings:
         return "\n".join(lines + ["No findings.", ""])
     lines += ["| code | severity | count | finding |", "|---|---|---:|---|"]

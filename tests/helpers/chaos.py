@@ -44,7 +44,7 @@ class ChaosRun:
 def recorded_copy(tmp_path: Path) -> ChaosRun:
     """The recorded chaos sample copied to `tmp_path`, free to change."""
     folder = tmp_path / "chaos"
-    shutil.copytree(CHAOS, folder, ignore=shutil.ignore_patterns("eoctl-history.duckdb*"))
+    shutil.copytree(CHAOS, folder, ignore=shutil.ignore_patterns("eoctl-history.duckdb*", "eoctl-history.records"))
     return ChaosRun(load_config(folder / "eoctl.toml"), folder / "eoctl.toml", {}, read_ledger(folder / "ledger.jsonl"),
                     "duckdb", str(folder / "state.duckdb"), folder / "blobs" / "billing")
 

@@ -1,0 +1,240 @@
+"""`eoctl audit --since-last`: an incremental audit reports exactly what a full audit reports, while
+reading from the source only the records the last recorded run did not see."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from eoctl import history, incremental
+from eoctl.audit import run_audit, select_codes
+from eoctl.checks.context import AuditOptions
+from eoctl.config import load_config
+from eoctl.config.model import Config
+from eoctl.errors import UsageError
+from eoctl.report.findings import AuditReport
+from tests.helpers.chaos import recorded_copy, settled
+from tests.helpers.cli import run_eoctl
+from tests.helpers.configs import write_config
+
+CODES = select_codes(None, None)
+
+
+def _options(**kw) -> AuditOptions:
+    opts = settled()
+    for k, v in kw.items():
+        setattr(opts, k, v)
+    return opts
+
+
+def _findings(report: AuditReport) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
+    """Every finding by (code, endpoint, where): its count and its evidence items."""
+    return {(f.code, f.endpoint, f.where): (f.count, sorted(history.item_key(f.code, row) for row in f.evidence))
+            for f in report.findings}
+
+
+def _recorded(spark, config: Config, **kw) -> AuditReport:
+    report = run_audit(spark, config, _options(keep_index=True, **kw), CODES)
+    incremental.record(spark, config, report)
+    return report
+
+
+def _append_orders(folder: Path, name: str) -> int:
+    """Append records to the `orders` archive as a new Parquet file, at offsets after the last:
+    a redelivery of an old message with its old token (EO101 across the boundary), an old message
+    under a new token (EO102), an old (producer, sequence) on a new message (EO103), and normal
+    records. Returns how many."""
+    import duckdb
+
+    archive = folder / "topics" / "orders"
+    src = f"read_parquet('{archive}/*.parquet')"
+    db = duckdb.connect()
+    db.execute(f"create table old as select * from {src}")
+    ends = dict(db.execute('select "partition", max("offset") + 1 from old group by 1').fetchall())
+
+    def header(k: str, v: str) -> str:
+        return f"{{'key': '{k}', 'value': encode('{v}')}}"
+
+    def with_header(key: str, value: str) -> str:
+        return (f"list_transform(headers, lambda h: case when h.key = '{key}' then {header(key, value)} "
+                "else h end)")
+
+    def fresh(partition: int) -> str:  # a normal new message, also from a new producer
+        mid = uuid.uuid4().hex
+        return (f"select topic, {partition} as \"partition\", 0::bigint as \"offset\", now() as timestamp, "
+                f"encode('{mid}') as key, encode('v') as value, [{header('eo-message-id', mid)}, "
+                f"{header('eo-token-id', uuid.uuid4().hex)}, {header('eo-producer', 'late')}] as headers "
+                "from old limit 1")
+
+    parts = [
+        "select * from old where \"partition\" = 0 and \"offset\" = 3",  # redelivered as it was
+        f"select * replace ({with_header('eo-token-id', 'regenerated-token')} as headers) "
+        "from old where \"partition\" = 1 and \"offset\" = 5",  # processed twice
+        f"select * replace ({with_header('eo-message-id', 'another-message')} as headers) "
+        "from old where \"partition\" = 0 and \"offset\" = 1",  # sequence reused
+        fresh(0), fresh(1), fresh(1),
+    ]
+    db.execute("create table new as " + " union all ".join(f"({p})" for p in parts))
+    first = " ".join(f'when "partition" = {p} then {e}' for p, e in ends.items())
+    db.execute(f'create table numbered as select * replace ((case {first} end) + row_number() over '
+               '(partition by "partition" order by key) - 1 as "offset", now() as timestamp) from new')
+    db.execute(f"copy numbered to '{archive / name}' (format parquet)")
+    return db.execute("select count(*) from numbered").fetchone()[0]
+
+
+@pytest.mark.integration
+def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(spark, tmp_path: Path) -> None:
+    chaos = recorded_copy(tmp_path)
+    first = _recorded(spark, chaos.config)
+    assert first.run["scan"] == {"mode": "full", "new_records": first.scanned["records"], "indexed_records": 0}
+    index = Path(incremental.records_root(chaos.config)) / first.run["id"]
+    assert index.is_dir() and not list(index.parent.glob("partial-*"))
+
+    appended = _append_orders(chaos.config_path.parent, "part-1.parquet")
+    incr = _recorded(spark, chaos.config, since_last=True)
+    full = run_audit(spark, chaos.config, settled(), CODES)
+
+    assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": appended,
+                                "indexed_records": first.scanned["records"]}
+    assert incr.scanned == full.scanned
+    assert _findings(incr) == _findings(full)
+    # the boundary cases are there: each pairs an appended record with one the index holds
+    for code, where in (("EO101", "orders"), ("EO102", "orders"), ("EO103", "orders")):
+        assert len(_findings(full)[(code, "billing", where)][1]) > len(_findings(first).get(
+            (code, "billing", where), (0, []))[1])
+
+    # The next run continues from the incremental one. The appended records are in flight (the
+    # consumer has not committed them), so they are read again: their status may have changed.
+    again = _recorded(spark, chaos.config, since_last=True)
+    assert again.run["scan"]["base_run"] == incr.run["id"] and again.run["scan"]["new_records"] == appended
+    assert _findings(again) == _findings(full)
+    # once the consumer commits them, they come from the index, now processed
+    offsets = chaos.config_path.parent / "topics" / "orders" / "_committed_offsets.json"
+    offsets.write_text(json.dumps({"orders": {"0": 22, "1": 26}}))
+    committed = _recorded(spark, chaos.config, since_last=True)
+    assert committed.run["scan"]["new_records"] == 0
+    assert _findings(committed) == _findings(run_audit(spark, chaos.config, settled(), CODES))
+    assert _findings(committed) != _findings(full)  # the appended records are processed now
+    kept = sorted(p.name for p in index.parent.iterdir())
+    assert kept == sorted([again.run["id"], committed.run["id"]])
+
+
+@pytest.mark.integration
+def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(spark, tmp_path: Path) -> None:
+    chaos = recorded_copy(tmp_path)
+    alone = run_audit(spark, chaos.config, _options(since_last=True), CODES)
+    assert alone.run["scan"]["mode"] == "full" and alone.run["scan"]["reason"] == incremental.NO_BASE
+    _recorded(spark, chaos.config)
+
+    # the same endpoints, but shipping reads another archive: its index rows are not that input's
+    text = chaos.config_path.read_text().replace('archive = "topics/invoices"', 'archive = "topics/invoices2"')
+    import shutil
+
+    shutil.copytree(chaos.config_path.parent / "topics" / "invoices", chaos.config_path.parent / "topics" / "invoices2")
+    other = write_config(chaos.config_path.parent, text, name="other.toml")
+    changed = load_config(other)
+    report = run_audit(spark, changed, _options(since_last=True), CODES)
+    assert report.run["scan"] == {"mode": "full", "new_records": report.scanned["records"], "indexed_records": 0,
+                                  "reason": incremental.NO_BASE}
+
+    # a subset of the recorded endpoints continues from it
+    subset = run_audit(spark, chaos.config, _options(since_last=True, endpoints=["shipping"]), CODES)
+    assert subset.run["scan"]["mode"] == "incremental" and subset.run["scan"]["new_records"] == 0
+
+    with pytest.raises(UsageError, match="--since-last"):
+        run_audit(spark, chaos.config, _options(since_last=True, since=settled().now), CODES)
+
+
+@pytest.mark.integration
+def test_a_killed_audit_leaves_no_index_a_later_run_would_trust(spark, tmp_path: Path) -> None:
+    chaos = recorded_copy(tmp_path)
+    report = run_audit(spark, chaos.config, _options(keep_index=True), CODES)
+    # killed before the run was recorded: the index is in place, but no history row names it
+    assert incremental.find_base(spark, chaos.config, dict(chaos.config.endpoints)) is None
+    partial = Path(incremental.partial_path(chaos.config, "dead00000000"))
+    partial.mkdir(parents=True)  # a killed audit's half-written working copy
+    incremental.record(spark, chaos.config, report)
+    base = incremental.find_base(spark, chaos.config, dict(chaos.config.endpoints))
+    assert base is not None and base.run_id == report.run["id"]
+    assert partial.exists()  # young: it may be a running audit's; removed once older than a day
+
+
+@pytest.mark.integration
+def test_an_old_history_without_record_indexes_gains_the_column(spark, tmp_path: Path) -> None:
+    import duckdb
+
+    chaos = recorded_copy(tmp_path)
+    with duckdb.connect(chaos.config.history.path) as db:
+        db.execute("create table eoctl_audit_runs (run_id varchar primary key, started_at timestamptz, "
+                   "finished_at timestamptz, config_digest varchar, endpoints varchar, codes varchar, "
+                   "counts varchar, scanned varchar)")
+    assert history.indexed_runs(chaos.config) == []
+    first = _recorded(spark, chaos.config)
+    assert [r for r, _ in history.indexed_runs(chaos.config)] == [first.run["id"]]
+
+
+@pytest.mark.integration
+def test_the_cli_flag_reports_the_scan_mode(spark_jars: Path, tmp_path: Path) -> None:
+    chaos = recorded_copy(tmp_path)
+    env = {"EOCTL_JARS_DIR": str(spark_jars)}
+    args = ("--config", str(chaos.config_path), "--format", "json", "audit", "--since-last", "--fail-on", "critical")
+    first = run_eoctl(*args, env=env)
+    assert first.code in (0, 1), first.stderr
+    assert json.loads(first.stdout)["run"]["scan"]["mode"] == "full"
+    assert "no earlier run to continue from: full scan" in first.stderr
+    _append_orders(chaos.config_path.parent, "part-1.parquet")
+    second = run_eoctl(*args, env=env)
+    scan = json.loads(second.stdout)["run"]["scan"]
+    assert scan == {"mode": "incremental", "base_run": json.loads(first.stdout)["run"]["id"], "new_records": 6,
+                    "indexed_records": json.loads(first.stdout)["scanned"]["records"]}
+    bad = run_eoctl("--config", str(chaos.config_path), "audit", "--since-last", "--range", "orders:0", env=env)
+    assert bad.code == 2 and "--since-last" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _message(partition: int, mid: str, token: str, seq: int, producer: str = "shop") -> dict:
+    return {"partition": partition, "value": b"v", "headers": [
+        ("eo-message-id", mid.encode()), ("eo-token-id", token.encode()), ("eo-producer", producer.encode()),
+        ("eo-sequence", str(seq).encode())]}
+
+
+@pytest.mark.integration
+def test_on_a_live_topic_it_reads_only_new_offsets_and_finds_what_a_full_audit_finds(
+        spark, kafka, tmp_path: Path) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from tests.helpers.configs import live_input_config
+    from tests.helpers.kafka_data import commit_group_offsets, produce
+
+    topic = f"incr-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, partitions=2)
+    produce(kafka.bootstrap, topic, [_message(p, f"m{p}-{i}", f"t{p}-{i}", 10 * i + p) for p in (0, 1)
+                                     for i in range(10)])
+    commit_group_offsets(kafka.bootstrap, "billing", topic, {0: 4})
+    config = load_config(live_input_config(tmp_path, kafka.bootstrap, topic))
+    first = _recorded(spark, config)
+    assert first.scanned["records"] == 20
+
+    # more records: across the boundary, a redelivery (EO101), a new token for an old message
+    # (EO102), an old (producer, sequence) on a new message (EO103); and normal ones
+    produce(kafka.bootstrap, topic, [
+        _message(0, "m1-5", "t1-5", 51), _message(1, "m0-3", "t0-3-again", 30), _message(1, "n-1", "tn-1", 50),
+        _message(0, "n-2", "tn-2", 200), _message(1, "n-3", "tn-3", 210, producer="late")])
+    commit_group_offsets(kafka.bootstrap, "billing", topic, {0: 6})  # the consumer moved on
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})  # kept alive until the futures resolve
+    for f in admin.delete_records([TopicPartition(topic, 1, 3)]).values():  # retention took 0..2 of partition 1
+        f.result(30)
+
+    incr = _recorded(spark, config, since_last=True)
+    full = run_audit(spark, config, settled(), CODES)
+    # partition 0 is read from its committed offset 6, partition 1 from 10 (what the index read);
+    # the index gives partition 0's offsets 0..5 and partition 1's 3..9 (0..2 are gone)
+    assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": 4 + 5,
+                                "indexed_records": 6 + 7}
+    assert incr.scanned == full.scanned == {"records": 22}
+    assert _findings(incr) == _findings(full)
+    codes = {code for code, _, _ in _findings(full)}
+    assert {"EO101", "EO102", "EO103"} <= codes
