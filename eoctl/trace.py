@@ -343,8 +343,15 @@ def _kafka_ranges(config: Config, ep: EndpointConfig, bounds: _Bounds):
             if end[(t, p)] == LATEST or start[(t, p)] < end[(t, p)]]
 
 
+#: one condition of a scan: protocol column -> accepted values, all of them (AND); a scan keeps
+#: the records that meet any of its conditions (OR)
+Clause = dict[str, set[str]]
+
+
 def _input_frame(spark: SparkSession, config: Config, name: str, ep: EndpointConfig, bounds: _Bounds,
                  committed: dict[str, dict[int, int]]) -> DataFrame | None:
+    """An input's raw records (headers not decoded yet) within the bounds, with its consumer's
+    committed offset per record."""
     from pyspark.sql import functions as F
 
     from eoctl.engine.frames import local_frame
@@ -356,7 +363,7 @@ def _input_frame(spark: SparkSession, config: Config, name: str, ep: EndpointCon
         ranges = _kafka_ranges(config, ep, bounds)
         if not ranges:
             return None  # nothing in that time span
-    df = read_input(spark, config, ep.input, ranges)
+    df = read_input(spark, config, ep.input, ranges, protocol=False)
     if bounds.since is not None:
         df = df.where(F.col("timestamp") >= F.lit(bounds.since.astimezone(dt.timezone.utc).replace(tzinfo=None)))
     if bounds.until is not None:
@@ -365,40 +372,65 @@ def _input_frame(spark: SparkSession, config: Config, name: str, ep: EndpointCon
     commits = local_frame(spark, rows, "c_topic string, c_partition int, committed long")
     df = df.join(F.broadcast(commits), (df.topic == commits.c_topic) & (df.partition == commits.c_partition),
                  "left").drop("c_topic", "c_partition")
-    return df.withColumn("consumer", F.lit(name))
+    return df.select("topic", "partition", "offset", "timestamp", "headers", "committed",
+                     F.lit(name).alias("consumer"))
 
 
-def _scan(spark: SparkSession, config: Config, bounds: _Bounds, committed: dict[str, dict[str, dict[int, int]]],
-          match, purpose: str) -> tuple[list[dict[str, Any]], ScanNote]:
-    """One pass over every input: the records `match` selects, and how many records were read."""
+def _clauses(clauses: list[Clause], test) -> Any:
     from functools import reduce
 
     from pyspark.sql import functions as F
 
-    frames, names = [], []
+    def both(clause: Clause):
+        return reduce(lambda a, b: a & b, (test(col, values) for col, values in clause.items()))
+
+    live = [c for c in clauses if c and all(c.values())]
+    return reduce(lambda a, b: a | b, (both(c) for c in live)) if live else F.lit(False)
+
+
+def _scan(spark: SparkSession, config: Config, bounds: _Bounds, committed: dict[str, dict[str, dict[int, int]]],
+          clauses: list[Clause], purpose: str) -> tuple[list[dict[str, Any]], ScanNote]:
+    """One pass over every input: the records the clauses select, and how many records were read.
+
+    Every record is only tested for a header with one of the wanted values (no decoding); the few
+    candidates then get their protocol columns, exactly as the audit reads them (a repeated header
+    keeps its last value), and are tested again. One Spark job; only the matches reach the driver.
+    """
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    from eoctl.sources.records import with_protocol_columns
+
+    names = config.protocol.headers
+    frames, inputs = [], []
     for name, ep in config.endpoints.items():
         if ep.input is None:
             continue
-        names.append(f"{name} ({', '.join(ep.input.topics)})")
+        inputs.append(f"{name} ({', '.join(ep.input.topics)})")
         df = _input_frame(spark, config, name, ep, bounds, committed[name])
         if df is not None:
             frames.append(df)
     full = bounds.since is None and bounds.until is None
     if not frames:
-        return [], ScanNote(purpose, names, bounds.why, 0, full)
+        return [], ScanNote(purpose, inputs, bounds.why, 0, full)
     df = reduce(lambda a, b: a.unionByName(b), frames)
-    hit = F.struct("consumer", "topic", "partition", "offset", "timestamp", "message_id", "token_id", "producer",
-                   "sequence", "causation_id", "attempt_id", "blobs", "committed")
-    # one job: the count of what was read and the few matching records, nothing else
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.collect_list(F.when(match(F.col), hit)).alias("hits")).first()
-    hits = [h.asDict() for h in row["hits"]]
-    return hits, ScanNote(purpose, names, bounds.why, int(row["n"]), full)
 
+    def raw(col: str, values: set[str]):
+        header = getattr(names, col)
+        return F.exists("headers", lambda h: (h["key"] == header) & h["value"].cast("string").isin(sorted(values)))
 
-def _isin(col, values: set[str]):
-    from pyspark.sql import functions as F
-
-    return col.isin(sorted(values)) if values else F.lit(False)
+    candidate = F.struct("consumer", "topic", "partition", "offset", "timestamp", "headers", "committed")
+    read = df.agg(F.count(F.lit(1)).alias("n"),
+                  F.collect_list(F.when(_clauses(clauses, raw), candidate)).alias("c"))
+    found = with_protocol_columns(read.select("n", F.explode_outer("c").alias("r")).select("n", "r.*"), names)
+    found = found.where(F.col("offset").isNull() | _clauses(clauses, lambda col, values: F.col(col).isin(sorted(values))))
+    rows = found.drop("headers").collect()  # the count, and the few matching records
+    hits = [r.asDict() for r in rows if r["offset"] is not None]
+    for h in hits:
+        del h["n"]
+    records = int(rows[0]["n"]) if rows else 0
+    return hits, ScanNote(purpose, inputs, bounds.why, records, full)
 
 
 # ------------------------------------------------------------------------------ sinks, blobs
@@ -551,8 +583,8 @@ def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: Trac
     scans: list[ScanNote] = []
     searched = set(ids)
     hits, note = _scan(spark, config, bounds, committed,
-                       lambda c: _isin(c("message_id"), ids) | _isin(c("token_id"), token_ids)
-                       | _isin(c("causation_id"), ids), "copies of the message and the messages it caused")
+                       [{"message_id": ids}, {"token_id": token_ids}, {"causation_id": ids}],
+                       "copies of the message and the messages it caused")
     scans.append(note)
     ids |= {h["message_id"] for h in hits if h["token_id"] in token_ids and h["message_id"]}
 
@@ -571,8 +603,8 @@ def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: Trac
         producers = {p for p, _ in parents}
         causes = {c for _, c in parents}
         more, note = _scan(spark, config, second, committed,
-                           lambda c: _isin(c("message_id"), new_ids) | _isin(c("causation_id"), new_ids)
-                           | (_isin(c("causation_id"), causes) & _isin(c("producer"), producers)),
+                           [{"message_id": new_ids}, {"causation_id": new_ids},
+                            {"causation_id": causes, "producer": producers}],
                            "other attempts for the same incoming message" + (", copies by token" if new_ids else ""))
         scans.append(note)
         seen = {(h["topic"], h["partition"], h["offset"]) for h in hits}

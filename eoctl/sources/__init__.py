@@ -16,9 +16,11 @@ __all__ = ["OffsetRange", "input_committed_offsets", "read_input"]
 
 
 def read_input(
-    spark: SparkSession, config: Config, source: TopicInput, ranges: list[OffsetRange] | None = None
+    spark: SparkSession, config: Config, source: TopicInput, ranges: list[OffsetRange] | None = None,
+    protocol: bool = True,
 ) -> DataFrame:
-    """An endpoint's incoming records in the normalized schema, plus one column per protocol header."""
+    """An endpoint's incoming records in the normalized schema, plus one column per protocol header
+    (unless `protocol` is false: a caller that filters first decodes only what it keeps)."""
     if source.kafka:
         df = read_topics(spark, config.kafka[source.kafka], source.topics, isolation=source.isolation, ranges=ranges)
     else:
@@ -26,7 +28,7 @@ def read_input(
         df = read_archive(spark, source.archive, source.archive_format, source.topics)
         if ranges:
             df = df.where(_ranges_predicate(ranges))
-    return with_protocol_columns(df, config.protocol.headers)
+    return with_protocol_columns(df, config.protocol.headers) if protocol else df
 
 
 def input_committed_offsets(config: Config, source: TopicInput) -> dict[str, dict[int, int]]:
