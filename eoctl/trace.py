@@ -546,8 +546,9 @@ def _auto_bounds(options: TraceOptions, tokens: list[TokenRow], entries: list[En
     if not known:
         return _Bounds(None, None, "full scan: nothing in the stores dates this message (give --since to narrow)")
     start = min(known) - options.window - _CLOCK_SKEW
+    window = _age(int(options.window.total_seconds()))
     return _Bounds(start, None, f"from {start.isoformat(timespec='seconds')}: the stores' first sign of the "
-                                f"message less --window {_age(int(options.window.total_seconds()))} (--full-scan reads everything)")
+                                f"message less --window {window} (--full-scan reads everything)")
 
 
 def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: TraceOptions | None = None) -> TraceResult:
