@@ -180,6 +180,10 @@ def test_an_old_history_without_record_indexes_gains_the_column(spark, tmp_path:
 def test_the_cli_flag_reports_the_scan_mode(spark_jars: Path, tmp_path: Path) -> None:
     chaos = recorded_copy(tmp_path)
     env = {"EOCTL_JARS_DIR": str(spark_jars)}
+    plain = run_eoctl("--config", str(chaos.config_path), "--format", "json", "audit", "--fail-on", "critical", env=env)
+    assert plain.code in (0, 1), plain.stderr
+    records = chaos.config_path.parent / "eoctl-history.records"
+    assert not records.exists() or not any(records.iterdir())  # a plain audit keeps no copy of the records
     args = ("--config", str(chaos.config_path), "--format", "json", "audit", "--since-last", "--fail-on", "critical")
     first = run_eoctl(*args, env=env)
     assert first.code in (0, 1), first.stderr

@@ -75,7 +75,8 @@ def audit(
         transaction_timeout=parse_duration(transaction_timeout, "--transaction-timeout"),
         endpoints=endpoint or None, ranges=[parse_range(r) for r in ranges or []] or None,
         since=parse_time(since, "--since") if since else None, until=parse_time(until, "--until") if until else None,
-        evidence_rows=evidence_rows, evidence_dir=evidence_dir, since_last=since_last, keep_index=record,
+        evidence_rows=evidence_rows, evidence_dir=evidence_dir, since_last=since_last,
+        keep_index=record and since_last,  # an index costs a copy of the records: only for those who continue
     )
     with progress(app.output is OutputFormat.text) as step:
         step("starting Spark")
