@@ -138,8 +138,8 @@ def find_base(spark: SparkSession, config: Config, endpoints: dict[str, Endpoint
     return None
 
 
-def kafka_plan(config: Config, source: TopicInput, ends: dict[str, dict[int, int]],
-               committed: dict[str, dict[int, int]]) -> tuple[list[PartitionPlan] | None, str | None]:
+def kafka_plan(config: Config, source: TopicInput,
+               ends: dict[str, dict[int, int]]) -> tuple[list[PartitionPlan] | None, str | None]:
     """Per partition of a live input: where to start reading and which index rows still count.
     None (with the reason) when a partition now ends below what the index read: the topic was
     recreated or truncated, and the index describes records that are gone."""
@@ -155,25 +155,18 @@ def kafka_plan(config: Config, source: TopicInput, ends: dict[str, dict[int, int
         if po.high_watermark < end:
             return None, (f"{po.topic}[{po.partition}] ends at {po.high_watermark}, below the {end} the "
                           "record index read (topic recreated?): full scan")
-        start = _start(end, committed.get(po.topic, {}).get(po.partition))
+        # From the indexed end, not the committed offset: a record never changes, and its in-flight
+        # status is recomputed for index rows, so re-reading the consumer lag would buy nothing.
         # Records below the log start offset are gone: a full read could not see them either, and
         # Spark refuses to start a batch read below it.
-        plans.append(PartitionPlan(po.topic, po.partition, max(start, po.log_start), po.log_start))
+        plans.append(PartitionPlan(po.topic, po.partition, max(end, po.log_start), po.log_start))
     return plans, None
 
 
-def archive_plan(ends: dict[str, dict[int, int]], committed: dict[str, dict[int, int]]) -> list[PartitionPlan]:
+def archive_plan(ends: dict[str, dict[int, int]]) -> list[PartitionPlan]:
     """Per partition the index knows; partitions it does not know are read whole."""
-    return [PartitionPlan(t, p, _start(end, committed.get(t, {}).get(p)))
+    return [PartitionPlan(t, p, end)
             for t, parts in sorted(ends.items()) for p, end in sorted(parts.items())]
-
-
-def _start(end: int, committed: int | None) -> int:
-    """A record's content never changes; what does, its in-flight status, is recomputed for index
-    rows from the current committed offsets. So nothing the index holds is read again (reading from
-    the committed offset would cost the whole consumer lag on every run)."""
-    del committed
-    return end
 
 
 def kafka_ranges(plans: list[PartitionPlan]) -> list[OffsetRange]:

@@ -183,13 +183,13 @@ class AuditContext:
                 continue
             ends = self.base.ends.get(name, {})
             if ep.input.kafka:
-                plan, reason = incremental.kafka_plan(self.config, ep.input, ends, self.committed[name])
+                plan, reason = incremental.kafka_plan(self.config, ep.input, ends)
                 if plan is None:
                     self.base, self.fallback = None, reason
                     return
                 plans[name] = plan
             else:
-                plans[name] = incremental.archive_plan(ends, self.committed[name])
+                plans[name] = incremental.archive_plan(ends)
         self.plans = plans
 
     def _indexed(self, name: str, plans: list[PartitionPlan]) -> DataFrame:
