@@ -70,7 +70,7 @@ def run_audit(
     try:
         step("reading the records of every input")
         report.scanned["records"] = ctx.records.count()  # the one scan all checks share
-        stats = ctx.partition_stats() if options.since_last or index_path else []
+        stats = ctx.fresh_stats() if options.since_last or index_path else []
         report.run["scan"] = _scan_summary(ctx, options, report.scanned["records"], stats)
         for code in codes:
             step(f"{code}: {CATALOG[code].title}")
@@ -79,9 +79,11 @@ def run_audit(
                                                 f"{report.run['id']}-{code}-{endpoint}")
                 if count:
                     report.findings.append(Finding(code, endpoint, where, count, rows, path))
+        if ctx.base is not None:  # the checks that re-examined only what the new records touch
+            report.run["scan"]["continued"] = sorted(ctx.carried_state)
         if index_path:
-            ctx.keep_index()
-            report.index = _index(spark, config, run_id, index_path, ctx, stats)
+            step("keeping the record index for the next --since-last run")
+            report.index = _keep_index(spark, config, run_id, index_path, ctx, stats)
     finally:
         ctx.release()
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
@@ -91,7 +93,7 @@ def run_audit(
 def _scan_summary(ctx: AuditContext, options: AuditOptions, total: int, stats: list) -> dict[str, object]:
     """How the records were read: all from the source, or continuing from a recorded run's index."""
     if ctx.base is not None:
-        fresh = sum(row[5] for row in stats)
+        fresh = sum(row[4] for row in stats)
         return {"mode": "incremental", "base_run": ctx.base.run_id, "new_records": fresh,
                 "indexed_records": total - fresh}
     out: dict[str, object] = {"mode": "full", "new_records": total, "indexed_records": 0}
@@ -100,11 +102,45 @@ def _scan_summary(ctx: AuditContext, options: AuditOptions, total: int, stats: l
     return out
 
 
-def _index(spark: SparkSession, config: Config, run_id: str, partial: str, ctx: AuditContext,
-           stats: list) -> incremental.RecordIndex:
-    """Publish the working copy as this run's record index (the history row will name it)."""
+def _keep_index(spark: SparkSession, config: Config, run_id: str, partial: str, ctx: AuditContext,
+                stats: list) -> incremental.RecordIndex:
+    """Complete this run's part of the record index (its check states, a merge of the newest
+    segments when one is due) and publish it; the history row will name it."""
+    from functools import reduce
+
+    from eoctl.checks.context import RECORD_COLUMNS
+
+    folder = incremental.run_folder(config, run_id)
+    state = {}
+    for name, df in ctx.state_out.items():
+        df.write.mode("overwrite").option("compression", "zstd").parquet(f"{partial}/state/{name}")
+        state[name] = f"{folder}/state/{name}"
+    segments = list(ctx.base.segments) if ctx.base is not None else []
+    fresh = sum(row[4] for row in stats)
+    if fresh:
+        segments.append(incremental.Segment(f"{folder}/records", fresh))
+    merge = incremental.merge_plan(segments)
+    if merge:
+        segments, merged = segments[:-merge], segments[-merge:]
+        older = [s for s in merged if not s.path.startswith(folder + "/")]
+        frames = [ctx.bounded(ctx._segments(older)).select(*RECORD_COLUMNS)] if older else []
+        if len(older) < len(merged):  # this run's own segment is merged too
+            frames.append(ctx.fresh)
+        reduce(lambda a, b: a.unionByName(b), frames).write.mode("overwrite").option(
+            "compression", "zstd").parquet(f"{partial}/merged")
+        count = spark.read.parquet(f"{partial}/merged").count()  # from the files' footers
+        if len(older) < len(merged):
+            incremental.discard(spark, ctx.segment_path)
+        segments.append(incremental.Segment(f"{folder}/merged", count))
     ends: dict[str, dict[str, dict[int, int]]] = {}
-    for endpoint, topic, partition, end, _n, _fresh in stats:
-        ends.setdefault(endpoint, {}).setdefault(topic, {})[partition] = end
-    path = incremental.publish(spark, config, run_id, partial)
-    return incremental.RecordIndex(run_id, path, incremental.fingerprints(config, ctx.endpoints), ends)
+    for name, plans in ctx.plans.items():
+        for p in plans:
+            if p.start >= 0:
+                ends.setdefault(name, {}).setdefault(p.topic, {})[p.partition] = p.start
+    for endpoint, topic, partition, end, _n in stats:
+        parts = ends.setdefault(endpoint, {}).setdefault(topic, {})
+        parts[partition] = max(parts.get(partition, 0), end)
+    ctx.keep_index()
+    incremental.publish(spark, config, run_id, partial)
+    return incremental.RecordIndex(run_id, tuple(segments), incremental.fingerprints(config, ctx.endpoints), ends,
+                                   state)

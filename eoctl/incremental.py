@@ -1,13 +1,22 @@
 """`eoctl audit --since-last`: an audit that reads from the source only what the last recorded run
-did not see, and takes the rest from that run's record index.
+did not see, takes the rest from that run's record index, and re-examines only what the new
+records touch.
 
-A recorded audit keeps its working copy of the records (the RECORD_COLUMNS Parquet every check
-reads) as the run's *record index*, and the history row names it together with the end offset it
-scanned per (endpoint, topic, partition). An incremental audit reads the source from
-the indexed end on, takes the index rows below that, recomputes their
-`committed`/`processed` from the current committed offsets, and unions both into its working copy.
-The checks then see the same records a full audit would, so duplicate detection stays correct
-across the boundary by construction.
+A recorded `--since-last` audit keeps:
+- its *record index*: Parquet segments holding every record the audit saw (RECORD_COLUMNS). Each
+  run adds one segment with the records it read from the source, so the index is never rewritten
+  whole; the newest segments are merged like a binary counter (see merge_plan), which keeps the
+  rewriting proportional to what was added;
+- its *check state*: per record-keyed check, the complete rows behind its findings (the records
+  of every flagged message, (producer, sequence), causation) and the sequence bitmaps of EO104.
+  Only columns a record never changes are kept; what depends on the stores or the committed
+  offsets is recomputed by every run.
+
+The next `--since-last` run reads the source from the indexed end on, recomputes the index rows'
+`committed`/`processed` from the current committed offsets, and for each record-keyed check
+recomputes only the keys the new records (or records lost to retention) touch, from the new
+records and the index rows sharing those keys (a semi-join on one index column); the other keys
+keep the state's rows. The findings are those of a full audit (tested).
 
 What this assumes, and a full audit does not: a partition's records below the indexed end do not
 change. True for Kafka (an append-only log; records below the log start offset are dropped from
@@ -35,25 +44,36 @@ if TYPE_CHECKING:
 
 #: Bumped whenever the derived columns of the working copy change: an index written by another
 #: version would otherwise mix old and new derivations in one audit.
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 NO_BASE = "no earlier run to continue from: full scan"
 _PARTIAL = "partial-"
 _KEEP = 2  # indexes kept: the newest, and the one before for an audit still reading it
+MAX_SEGMENTS = 16  # a cap: the merge rule keeps about log2(indexed / added per run) segments
 _PARTIAL_MAX_AGE = dt.timedelta(hours=24)  # an older partial index is a killed audit's
 
 
 @dataclass(frozen=True)
+class Segment:
+    """One Parquet folder of the record index, and how many records it holds."""
+
+    path: str
+    records: int
+
+
+@dataclass(frozen=True)
 class RecordIndex:
-    """A recorded run's record index: where it is, what inputs it covers, how far it read."""
+    """A recorded run's record index: its segments, its check state, what inputs it covers, how far
+    it read."""
 
     run_id: str
-    path: str
+    segments: tuple[Segment, ...]
     inputs: dict[str, str]  # endpoint -> fingerprint of its input
     ends: dict[str, dict[str, dict[int, int]]]  # endpoint -> topic -> partition -> max offset + 1
+    state: dict[str, str]  # check state name -> Parquet folder
 
     def to_json(self) -> str:
-        return json.dumps({"version": INDEX_VERSION, "path": self.path, "inputs": self.inputs, "ends": self.ends},
-                          sort_keys=True)
+        return json.dumps({"version": INDEX_VERSION, "segments": [[s.path, s.records] for s in self.segments],
+                           "state": self.state, "inputs": self.inputs, "ends": self.ends}, sort_keys=True)
 
     @classmethod
     def from_json(cls, run_id: str, text: str) -> RecordIndex | None:
@@ -62,7 +82,26 @@ class RecordIndex:
             return None
         ends = {ep: {t: {int(p): int(o) for p, o in parts.items()} for t, parts in topics.items()}
                 for ep, topics in raw["ends"].items()}
-        return cls(run_id, raw["path"], raw["inputs"], ends)
+        return cls(run_id, tuple(Segment(p, int(n)) for p, n in raw["segments"]), raw["inputs"], ends, raw["state"])
+
+    @property
+    def paths(self) -> list[str]:
+        """Every folder the index reads: its segments and its state."""
+        return [s.path for s in self.segments] + list(self.state.values())
+
+
+def merge_plan(segments: list[Segment]) -> int:
+    """How many of the newest segments to merge into one, once a run has added its own: walking
+    from the newest, each segment no larger than the newer ones together joins the merge (a binary
+    counter: a record is rewritten only into a segment at least twice as large, so a logarithmic
+    number of times, and a run's merge costs in proportion to what recent runs added). Past
+    MAX_SEGMENTS the newest are merged regardless. 0 or 1: nothing to merge."""
+    count, total = 0, 0
+    for seg in reversed(segments):
+        if count and seg.records > total and len(segments) - count < MAX_SEGMENTS:
+            break
+        count, total = count + 1, total + seg.records
+    return count if count > 1 else 0
 
 
 @dataclass(frozen=True)
@@ -133,7 +172,7 @@ def find_base(spark: SparkSession, config: Config, endpoints: dict[str, Endpoint
         index = RecordIndex.from_json(run_id, text)
         if index is None or any(index.inputs.get(n) != f for n, f in wanted.items()):
             continue
-        if _exists(spark, index.path):
+        if all(_exists(spark, path) for path in index.paths):
             return index
     return None
 
@@ -191,10 +230,17 @@ def archive_predicate(plans: list[PartitionPlan]) -> Column:
 # ------------------------------------------------------------------------- index lifecycle
 
 
+def run_folder(config: Config, run_id: str) -> str:
+    """Where a run's own part of the index lives: its segment (`records`), a merged segment
+    (`merged`) and its check state (`state/NAME`)."""
+    return f"{records_root(config)}/{run_id}"
+
+
 def publish(spark: SparkSession, config: Config, run_id: str, partial: str) -> str:
-    """Rename a complete partial index into place; only then can a history row name it."""
-    final = f"{records_root(config)}/{run_id}"
+    """Rename a complete partial run folder into place; only then can a history row name it."""
+    final = run_folder(config, run_id)
     fs, src = _fs(spark, partial)
+    fs.mkdirs(src)  # a run that read no record and kept no state has an empty folder
     if not fs.rename(src, _hpath(spark, final)):
         from eoctl.errors import SourceError
 
@@ -203,42 +249,46 @@ def publish(spark: SparkSession, config: Config, run_id: str, partial: str) -> s
 
 
 def prune(spark: SparkSession, config: Config) -> list[str]:
-    """Delete every index but the newest recorded ones, and partial indexes of killed audits.
-    Returns the paths deleted."""
+    """Delete every run folder the newest recorded indexes do not read, and partial folders of
+    killed audits. Returns the paths deleted."""
     from eoctl.history import indexed_runs
 
     root = records_root(config)
     fs, hroot = _fs(spark, root)
     if not fs.exists(hroot):
         return []
-    kept = set()
+    kept: set[str] = set()
+    indexes = 0
     for run_id, text in indexed_runs(config):
         index = RecordIndex.from_json(run_id, text)
-        if index is not None and _exists(spark, index.path):
-            kept.add(index.path.rstrip("/").rsplit("/", 1)[-1])
-            if len(kept) == _KEEP:
+        if index is not None and all(_exists(spark, path) for path in index.paths):
+            # a segment lives in the folder of the run that wrote it: keep every folder it names
+            kept |= {path[len(root):].strip("/").split("/", 1)[0] for path in index.paths
+                     if path.startswith(root + "/")}
+            indexes += 1
+            if indexes == _KEEP:
                 break
     cutoff = (dt.datetime.now(dt.timezone.utc) - _PARTIAL_MAX_AGE).timestamp() * 1000
     deleted = []
     for status in fs.listStatus(hroot):
         name = status.getPath().getName()
         if name in kept or (name.startswith(_PARTIAL) and status.getModificationTime() > cutoff):
-            continue  # a partial index younger than a day may be a running audit's
+            continue  # a partial folder younger than a day may be a running audit's
         fs.delete(status.getPath(), True)
         deleted.append(f"{root}/{name}")
     return deleted
 
 
 def record(spark: SparkSession, config: Config, report: AuditReport) -> str:
-    """Record an audit run in the findings history, with its record index: the index is dropped
-    when the run cannot be recorded, and older indexes are dropped once it is."""
+    """Record an audit run in the findings history, with its record index: the run's folder is
+    dropped when the run cannot be recorded, and folders no index reads any more once it is."""
     from eoctl.history import record as record_run
 
     try:
         run_id = record_run(config, report)
     except BaseException:
         if report.index is not None:
-            discard(spark, report.index.path)
+            discard(spark, run_folder(config, report.index.run_id))
         raise
     if report.index is not None:
         prune(spark, config)

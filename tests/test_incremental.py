@@ -21,6 +21,8 @@ from tests.helpers.cli import run_eoctl
 from tests.helpers.configs import write_config
 
 CODES = select_codes(None, None)
+#: the check states an audit of every code keeps, and a run continuing from it re-examines in part
+STATES = ["causations", "messages", "sequence-buckets", "sequences"]
 
 
 def _options(**kw) -> AuditOptions:
@@ -98,7 +100,7 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     full = run_audit(spark, chaos.config, settled(), CODES)
 
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": appended,
-                                "indexed_records": first.scanned["records"]}
+                                "indexed_records": first.scanned["records"], "continued": STATES}
     assert incr.scanned == full.scanned
     assert _findings(incr) == _findings(full)
     # the boundary cases are there: each pairs an appended record with one the index holds
@@ -118,8 +120,21 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     assert committed.run["scan"]["new_records"] == 0
     assert _findings(committed) == _findings(run_audit(spark, chaos.config, settled(), CODES))
     assert _findings(committed) != _findings(full)  # the appended records are processed now
+    # The index is layered: the first run's segment, then the appended records' own; the runs
+    # that read nothing new keep only their check states. Every folder a kept index reads stays.
+    assert [Path(s.path).parent.name for s in committed.index.segments] == [first.run["id"], incr.run["id"]]
     kept = sorted(p.name for p in index.parent.iterdir())
-    assert kept == sorted([again.run["id"], committed.run["id"]])
+    assert kept == sorted([first.run["id"], incr.run["id"], again.run["id"], committed.run["id"]])
+
+    # A second append as large as the first: the two newest segments are merged into one, and the
+    # findings still equal a full audit's.
+    _append_orders(chaos.config_path.parent, "part-2.parquet")
+    merged = _recorded(spark, chaos.config, since_last=True)
+    assert merged.run["scan"]["new_records"] == appended
+    assert _findings(merged) == _findings(run_audit(spark, chaos.config, settled(), CODES))
+    assert [(Path(s.path).parent.name, Path(s.path).name, s.records) for s in merged.index.segments] == [
+        (first.run["id"], "records", first.scanned["records"]), (merged.run["id"], "merged", 2 * appended)]
+    assert not (index.parent / merged.run["id"] / "records").exists()
 
 
 @pytest.mark.integration
@@ -193,7 +208,7 @@ def test_the_cli_flag_reports_the_scan_mode(spark_jars: Path, tmp_path: Path) ->
     second = run_eoctl(*args, env=env)
     scan = json.loads(second.stdout)["run"]["scan"]
     assert scan == {"mode": "incremental", "base_run": json.loads(first.stdout)["run"]["id"], "new_records": 6,
-                    "indexed_records": json.loads(first.stdout)["scanned"]["records"]}
+                    "indexed_records": json.loads(first.stdout)["scanned"]["records"], "continued": STATES}
     bad = run_eoctl("--config", str(chaos.config_path), "audit", "--since-last", "--range", "orders:0", env=env)
     assert bad.code == 2 and "--since-last" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -238,7 +253,7 @@ def test_on_a_live_topic_it_reads_only_new_offsets_and_finds_what_a_full_audit_f
     # index gives partition 0's offsets 0..9 (4..9 now processed up to 6) and partition 1's 3..9
     # (0..2 are gone)
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": 2 + 3,
-                                "indexed_records": 10 + 7}
+                                "indexed_records": 10 + 7, "continued": STATES}
     assert incr.scanned == full.scanned == {"records": 22}
     assert _findings(incr) == _findings(full)
     codes = {code for code, _, _ in _findings(full)}

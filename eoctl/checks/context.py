@@ -48,7 +48,8 @@ class AuditContext:
     def __init__(self, spark: SparkSession, config: Config, options: AuditOptions,
                  base: RecordIndex | None = None, index_path: str | None = None) -> None:
         """`base`: a recorded run's record index to continue from (`audit --since-last`);
-        `index_path`: where to write the working copy so it can become this run's record index."""
+        `index_path`: the (partial) folder of this run's part of the record index: its working
+        copy becomes the run's segment, its check states are written beside it."""
         self.spark = spark
         self.config = config
         self.options = options
@@ -56,6 +57,9 @@ class AuditContext:
         self.index_path = index_path
         self.fallback: str | None = None  # why `base` was given up, if it was
         self.plans: dict[str, list[PartitionPlan]] = {}  # endpoint -> what was read from the source
+        self._planned = False
+        self.carried_state: set[str] = set()  # check states continued from the base run
+        self.state_out: dict[str, DataFrame] = {}  # check states this run computed, for the next
         self._persisted: list[DataFrame] = []
         self._shared: dict[tuple, DataFrame] = {}
         self._scratch: list[str] = []
@@ -109,16 +113,16 @@ class AuditContext:
         return {n: input_committed_offsets(self.config, ep.input) for n, ep in self.endpoints.items() if ep.input}
 
     @cached_property
-    def records(self) -> DataFrame:
-        """All input records of the audited endpoints, with protocol columns, `processed` and
-        `problem` (why a record's protocol headers are unusable, else null). Continuing from a
-        record index, only what it lacks is read from the source; the rest comes from the index."""
+    def fresh(self) -> DataFrame:
+        """The records read from the source by this run (every record, without a base), with
+        protocol columns, `processed` and `problem` (why a record's protocol headers are unusable,
+        else null): the working copy, and this run's segment of the record index."""
         from functools import reduce
 
         from pyspark.sql import functions as F
 
         self._plan()
-        fresh, kept = [], []
+        frames = []
         for name, ep in self.endpoints.items():
             if ep.input is None:
                 continue
@@ -133,12 +137,10 @@ class AuditContext:
                 df = df.where(F.col("timestamp") >= F.lit(self.options.since.replace(tzinfo=None)))
             if self.options.until is not None:
                 df = df.where(F.col("timestamp") < F.lit(self.options.until.replace(tzinfo=None)))
-            fresh.append(self._with_committed(df, name).withColumn("endpoint", F.lit(name)))
-            if plans is not None:
-                kept.append(self._indexed(name, plans))
-        if not fresh:
+            frames.append(df.withColumn("endpoint", F.lit(name)))
+        if not frames:
             return local_frame(self.spark, [], _EMPTY_RECORDS)
-        df = reduce(lambda a, b: a.unionByName(b), fresh)
+        df = self._with_committed(reduce(lambda a, b: a.unionByName(b), frames))
         df = df.withColumn("processed", _processed())
         df = df.withColumn("seq", F.col("sequence").try_cast("long"))
         valid = lambda c: F.coalesce(F.is_valid_utf8(F.col(c)), F.lit(True))  # noqa: E731
@@ -153,30 +155,109 @@ class AuditContext:
             .when(F.col("blobs").isNotNull() & F.from_json("blobs", BLOB_REFS).isNull(),
                   F.lit("eo-blobs is not a JSON list of {uri, sha256}")),
         )
-        # Only what the checks read is kept: the cache is the audit's largest memory cost.
+        # Only what the checks read is kept: the working copy is the audit's largest cost.
         # `blobs` stays text; the blob checks parse it for the few producers that publish blobs.
-        df = df.select(*RECORD_COLUMNS)
-        if kept:
-            df = df.unionByName(reduce(lambda a, b: a.unionByName(b), kept))
-        return self._working_copy(df)
+        return self._working_copy(df.select(*RECORD_COLUMNS))
 
-    def _commits(self, name: str) -> DataFrame:
-        rows = [(t, p, o) for t, parts in self.committed[name].items() for p, o in parts.items()]
-        return local_frame(self.spark, rows, "c_topic string, c_partition int, committed long")
+    @cached_property
+    def indexed(self) -> DataFrame | None:
+        """The base index's rows this run takes from it (below each partition's start, not below
+        its log start), with `committed` and `processed` from the current committed offsets; None
+        without a base."""
+        self._plan()
+        if self.base is None:
+            return None
+        df = self.bounded(self._segments(self.base.segments)).drop("committed", "processed")
+        return self._with_committed(df).withColumn("processed", _processed()).select(*RECORD_COLUMNS)
 
-    def _with_committed(self, df: DataFrame, name: str) -> DataFrame:
+    @cached_property
+    def records(self) -> DataFrame:
+        """All input records of the audited endpoints (RECORD_COLUMNS): what was read from the
+        source, and what the base index holds."""
+        indexed = self.indexed
+        return self.fresh if indexed is None else self.fresh.unionByName(indexed)
+
+    @cached_property
+    def dropped(self) -> DataFrame | None:
+        """The base index's rows now below their partition's log start (retention took them), of
+        the audited endpoints; None when there can be none."""
+        from pyspark.sql import functions as F
+
+        self._plan()
+        if self.base is None or not any(p.low > 0 for plans in self.plans.values() for p in plans):
+            return None
+        df = self._segments(self.base.segments)
+        b = self._bounds
+        return df.join(F.broadcast(b), (df.endpoint == b.b_endpoint) & (df.topic == b.b_topic)
+                       & (df.partition == b.b_partition)).where(F.col("offset") < F.col("b_low")).select(
+            *RECORD_COLUMNS)
+
+    def bounded(self, df: DataFrame) -> DataFrame:
+        """The rows of `df` (records, or the check state's records, of a base index) this run takes
+        from the index: of an audited partition, below where the source is read from, and not
+        below the log start."""
+        from pyspark.sql import functions as F
+
+        b = self._bounds
+        df = df.join(F.broadcast(b), (df.endpoint == b.b_endpoint) & (df.topic == b.b_topic)
+                     & (df.partition == b.b_partition))
+        return df.where((F.col("offset") < F.col("b_start")) & (F.col("offset") >= F.col("b_low"))).drop(
+            "b_endpoint", "b_topic", "b_partition", "b_start", "b_low")
+
+    @cached_property
+    def _bounds(self) -> DataFrame:
+        rows = [(n, p.topic, p.partition, p.start, p.low) for n, plans in self.plans.items() for p in plans]
+        return local_frame(self.spark, rows,
+                           "b_endpoint string, b_topic string, b_partition int, b_start long, b_low long")
+
+    def _segments(self, segments) -> DataFrame:
+        if not segments:  # the base run read no record at all
+            return local_frame(self.spark, [], _EMPTY_RECORDS)
+        return self.spark.read.parquet(*(s.path for s in segments))
+
+    def carried(self, name: str) -> DataFrame | None:
+        """The base run's state of a check (see eoctl.incremental), or None: no base, or the base
+        run did not run that check (its state then has to be computed from every record)."""
+        self._plan()
+        if self.base is None or name not in self.base.state:
+            return None
+        self.carried_state.add(name)
+        return self.spark.read.parquet(self.base.state[name])
+
+    def state(self, name: str, build) -> DataFrame:
+        """A check's state for the next `--since-last` run, built and persisted once."""
+        df = self.cached(("state", name), build)
+        self.state_out[name] = df
+        return df
+
+    def small(self, df: DataFrame, limit: int = 1_000_000) -> DataFrame:
+        """`df` computed now (like keys()), and broadcast into the joins that use it when it has
+        at most `limit` rows: the keys new records touch, probed against every indexed record,
+        which a shuffle would move whole."""
+        from pyspark.sql import functions as F
+
+        df = self.persist(df)
+        return F.broadcast(df) if df.count() <= limit else df
+
+    def _commits(self) -> DataFrame:
+        rows = [(n, t, p, o) for n, topics in self.committed.items() for t, parts in topics.items()
+                for p, o in parts.items()]
+        return local_frame(self.spark, rows, "c_endpoint string, c_topic string, c_partition int, committed long")
+
+    def _with_committed(self, df: DataFrame) -> DataFrame:
         """`df` with the consumer's current committed offset of each record's partition."""
         from pyspark.sql import functions as F
 
-        commits = self._commits(name)
-        return df.join(F.broadcast(commits), (df.topic == commits.c_topic) & (df.partition == commits.c_partition),
-                       "left").drop("c_topic", "c_partition")
+        c = self._commits()
+        return df.join(F.broadcast(c), (df.endpoint == c.c_endpoint) & (df.topic == c.c_topic)
+                       & (df.partition == c.c_partition), "left").drop("c_endpoint", "c_topic", "c_partition")
 
     def _plan(self) -> None:
         """Per endpoint, where the source is read from when continuing from `base`; gives `base`
         up (a full scan, `fallback` says why) when a live partition ends below what it read."""
-        if self.base is None:
+        if self.base is None or self._planned:
             return
+        self._planned = True
         plans: dict[str, list[PartitionPlan]] = {}
         for name, ep in self.endpoints.items():
             if ep.input is None:
@@ -192,36 +273,14 @@ class AuditContext:
                 plans[name] = incremental.archive_plan(ends)
         self.plans = plans
 
-    def _indexed(self, name: str, plans: list[PartitionPlan]) -> DataFrame:
-        """The base index's rows of endpoint `name` below each partition's start (and not below
-        its log start), with `committed` and `processed` from the current committed offsets."""
+    def fresh_stats(self) -> list[tuple[str, str, int, int, int]]:
+        """(endpoint, topic, partition, end offset, records) per partition of what this run read
+        from the source: a small aggregate, for the index and the scan summary."""
         from pyspark.sql import functions as F
 
-        assert self.base is not None
-        bounds = local_frame(self.spark, [(p.topic, p.partition, p.start, p.low) for p in plans],
-                             "b_topic string, b_partition int, b_start long, b_low long")
-        df = self.spark.read.parquet(self.base.path).where(F.col("endpoint") == name).drop("committed", "processed")
-        df = df.join(F.broadcast(bounds), (df.topic == bounds.b_topic) & (df.partition == bounds.b_partition))
-        df = df.where((F.col("offset") < F.col("b_start")) & (F.col("offset") >= F.col("b_low")))
-        df = self._with_committed(df.drop("b_topic", "b_partition", "b_start", "b_low"), name)
-        return df.withColumn("processed", _processed()).select(*RECORD_COLUMNS)
-
-    def partition_stats(self) -> list[tuple[str, str, int, int, int, int]]:
-        """(endpoint, topic, partition, end offset, records, records read from the source) per
-        partition of the working copy: a small aggregate, for the index and the scan summary."""
-        from pyspark.sql import functions as F
-
-        rows = [(n, p.topic, p.partition, p.start) for n, plans in self.plans.items() for p in plans]
-        starts = local_frame(self.spark, rows, "s_endpoint string, s_topic string, s_partition int, s_start long")
-        r = self.records
-        r = r.join(F.broadcast(starts), (r.endpoint == starts.s_endpoint) & (r.topic == starts.s_topic)
-                   & (r.partition == starts.s_partition), "left")
-        fresh = F.col("s_start").isNull() | (F.col("offset") >= F.col("s_start"))
-        out = r.groupBy("endpoint", "topic", "partition").agg(
-            (F.max("offset") + 1).alias("end"), F.count(F.lit(1)).alias("n"),
-            F.sum(F.when(fresh, 1).otherwise(0)).alias("fresh"),
-        ).collect()  # one row per partition
-        return [(x["endpoint"], x["topic"], x["partition"], x["end"], x["n"], x["fresh"]) for x in out]
+        out = self.fresh.groupBy("endpoint", "topic", "partition").agg(
+            (F.max("offset") + 1).alias("end"), F.count(F.lit(1)).alias("n")).collect()  # one row per partition
+        return [(x["endpoint"], x["topic"], x["partition"], x["end"], x["n"]) for x in out]
 
     def _working_copy(self, df: DataFrame) -> DataFrame:
         """The records every check reads, computed once. Written as Parquet to the scratch folder
@@ -236,24 +295,44 @@ class AuditContext:
             df = self.persist(df)
             if self.index_path:  # the cache is the working copy; the index still has to be files
                 self._scratch.append(self.index_path)
-                df.write.mode("overwrite").option("compression", "zstd").parquet(self.index_path)
+                df.write.mode("overwrite").option("compression", "zstd").parquet(self.segment_path)
             return df
-        if self.index_path:  # written once, where it stays as this run's record index
-            path = self.index_path
-        elif engine.scratch_dir:
-            path = f"{engine.scratch_dir.rstrip('/')}/eoctl-audit-{uuid.uuid4().hex[:12]}"
+        if self.index_path:  # written once, where it stays as this run's segment of the record index
+            self._scratch.append(self.index_path)
+            path = self.segment_path
         else:
-            path = tempfile.mkdtemp(prefix="eoctl-audit-")
-        self._scratch.append(path)
+            if engine.scratch_dir:
+                path = f"{engine.scratch_dir.rstrip('/')}/eoctl-audit-{uuid.uuid4().hex[:12]}"
+            else:
+                path = tempfile.mkdtemp(prefix="eoctl-audit-")
+            self._scratch.append(path)
         # zstd: measured at 10M records, 23 s and 65 MB to write against snappy's 26 s and 299 MB.
         df.write.mode("overwrite").option("compression", "zstd").parquet(path)
         return self.spark.read.parquet(path)
+
+    @property
+    def segment_path(self) -> str:
+        assert self.index_path is not None
+        return f"{self.index_path}/records"
 
     @cached_property
     def valid_records(self) -> DataFrame:
         from pyspark.sql import functions as F
 
         return self.records.where(F.col("problem").isNull())
+
+    @cached_property
+    def valid_fresh(self) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        return self.fresh.where(F.col("problem").isNull())
+
+    @cached_property
+    def valid_indexed(self) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        assert self.indexed is not None
+        return self.indexed.where(F.col("problem").isNull())
 
     # ------------------------------------------------------------------------------ stores
 

@@ -9,6 +9,7 @@ from pyspark.sql.window import Window
 
 from eoctl.checks import Hit
 from eoctl.checks.context import OUTGOING, AuditContext
+from eoctl.checks.keyed import flagged_records
 
 
 def stuck_entries(ctx: AuditContext) -> Iterator[Hit]:
@@ -29,17 +30,16 @@ def stuck_entries(ctx: AuditContext) -> Iterator[Hit]:
 def ghost_messages(ctx: AuditContext) -> Iterator[Hit]:
     """EO302: one incoming message (causation) made a producer send under two attempts. Only one
     attempt committed: the one a pending entry names, else the last to send; the others are ghosts."""
-    r = ctx.valid_records.where(F.col("producer").isNotNull() & F.col("causation_id").isNotNull()
-                                & F.col("attempt_id").isNotNull())
+    key = ["endpoint", "topic", "producer", "causation_id"]
     # cheap aggregate first (over 64-bit hashes of the attempt ids, as topics.py explains): only
-    # causations sent under two attempts are looked at closely
-    several = ctx.keys(r.groupBy("endpoint", "topic", "producer", "causation_id").agg(
-        (F.min(F.xxhash64("attempt_id")) != F.max(F.xxhash64("attempt_id"))).alias("_hit")).where("_hit").drop("_hit"))
-    r = r.join(several, ["endpoint", "topic", "producer", "causation_id"])
+    # causations sent under two attempts are looked at closely; they are the check's state
+    r = flagged_records(
+        ctx, "causations", key,
+        F.col("producer").isNotNull() & F.col("causation_id").isNotNull() & F.col("attempt_id").isNotNull(),
+        F.min(F.xxhash64("attempt_id")) != F.max(F.xxhash64("attempt_id")))
     attempts = r.groupBy("endpoint", "topic", "producer", "causation_id", "attempt_id").agg(
         F.min("timestamp").alias("first_sent"), F.min(F.struct("partition", "offset")).alias("first_position"),
         F.sort_array(F.collect_set("message_id")).alias("message_ids"))
-    key = ["endpoint", "topic", "producer", "causation_id"]
     entries = ctx.pending_outgoing.select(
         F.col("sender").alias("producer"), F.col("incoming_message_id").alias("causation_id"),
         F.col("entry_attempt_id").alias("pending_attempt")).distinct()

@@ -19,14 +19,22 @@ def _tokens(ctx: AuditContext) -> Iterator[tuple[str, object]]:
 
 
 def _token_join(ctx: AuditContext, name: str, tokens):
-    """ONE join of the token store with every record, shared by EO201-EO203, keeping only the few
+    """ONE join of the token store with the records, shared by EO201-EO203, keeping only the few
     rows they report: tokens no record carries (orphan candidates), tokens of this endpoint's
     processed records (leak candidates), and this endpoint's in-flight records whose token is gone
-    (loss candidates)."""
+    (loss candidates).
+
+    Only records that carry a stored token, or are this endpoint's in flight, can be any of these:
+    the records are first filtered to those by probing the store's token ids (broadcast when the
+    store is not huge, so the records are streamed once, not shuffled), and only they meet the
+    store in the full outer join."""
     def build():
+        stored = ctx.small(tokens.select("token_id").distinct().withColumn("_stored", F.lit(True)))
         r = ctx.valid_records.select(
             "token_id", "message_id", "topic", "partition", "offset", "processed", "committed",
             (F.col("endpoint") == name).alias("mine"))
+        r = r.join(stored, "token_id", "left").where(
+            F.col("_stored").isNotNull() | (F.col("mine") & ~F.col("processed"))).drop("_stored")
         t = tokens.select("token_id", "created_at", "attempt_id", F.lit(True).alias("stored"))
         j = r.join(t, "token_id", "full_outer")
         orphan = F.col("mine").isNull() & (F.col("created_at") < ctx.ts(ctx.options.grace))

@@ -9,6 +9,7 @@ from pyspark.sql.window import Window
 
 from eoctl.checks import Hit
 from eoctl.checks.context import AuditContext
+from eoctl.checks.keyed import flagged_records
 
 
 def _per_endpoint(code: str, df, ctx: AuditContext) -> Iterator[Hit]:
@@ -31,16 +32,13 @@ _h = F.xxhash64
 
 
 def _flagged_messages(ctx: AuditContext):
-    """Messages with more than one copy or more than one token, from ONE aggregation shared by
-    EO101 and EO102 (the costliest pass of an audit), then their records: few, kept for both.
-    Grouping is by the hash of the message id; the evidence regroups by the id itself."""
-    def build():
-        r = ctx.valid_records.withColumn("_mh", _h("message_id"))
-        groups = ctx.keys(r.groupBy("endpoint", "topic", "_mh").agg(
-            F.count(F.lit(1)).alias("_n"), F.min(_h("token_id")).alias("_lo"), F.max(_h("token_id")).alias("_hi"),
-        ).where("_n > 1 OR _lo != _hi").select("endpoint", "topic", "_mh", (F.col("_lo") != F.col("_hi")).alias("several_tokens")))
-        return r.join(groups, ["endpoint", "topic", "_mh"]).drop("_mh")
-    return ctx.cached(("topics", "flagged messages"), build)
+    """Records of messages with more than one copy or more than one token: the state shared by
+    EO101 and EO102 (the costliest pass of a full audit). Grouping is by the hash of the message
+    id; the evidence regroups by the id itself."""
+    return flagged_records(
+        ctx, "messages", ["endpoint", "topic", "_mh"], F.lit(True),
+        (F.count(F.lit(1)) > 1) | (F.min(_h("token_id")) != F.max(_h("token_id"))),
+        {"_mh": _h("message_id")})
 
 
 def redelivered_copies(ctx: AuditContext) -> Iterator[Hit]:
@@ -53,7 +51,7 @@ def redelivered_copies(ctx: AuditContext) -> Iterator[Hit]:
 
 def message_under_several_tokens(ctx: AuditContext) -> Iterator[Hit]:
     """EO102: one logical message carried by two or more tokens: each token lets it through once."""
-    g = _flagged_messages(ctx).where("several_tokens").groupBy(*_MESSAGE).agg(
+    g = _flagged_messages(ctx).groupBy(*_MESSAGE).agg(
         F.countDistinct("token_id").alias("tokens"), F.sort_array(F.collect_set("token_id")).alias("token_ids"),
         F.sort_array(F.collect_list(_position())).alias("positions"),
     ).where("tokens > 1")
@@ -63,10 +61,9 @@ def message_under_several_tokens(ctx: AuditContext) -> Iterator[Hit]:
 def sequence_on_several_messages(ctx: AuditContext) -> Iterator[Hit]:
     """EO103: PIP-6 (producer, sequence) reused by different message ids."""
     keys = ["endpoint", "topic", "producer", "seq"]
-    r = ctx.valid_records.where(F.col("producer").isNotNull() & F.col("seq").isNotNull())
-    hits = ctx.keys(r.groupBy(*keys).agg(
-        (F.min(_h("message_id")) != F.max(_h("message_id"))).alias("_hit")).where("_hit").drop("_hit"))
-    g = r.join(hits, keys).groupBy(*keys).agg(
+    rows = flagged_records(ctx, "sequences", keys, F.col("producer").isNotNull() & F.col("seq").isNotNull(),
+                           F.min(_h("message_id")) != F.max(_h("message_id")))
+    g = rows.groupBy(*keys).agg(
         F.countDistinct("message_id").alias("messages"), F.sort_array(F.collect_set("message_id")).alias("message_ids"),
         F.sort_array(F.collect_list(_position())).alias("positions"),
     ).where("messages > 1")
@@ -94,9 +91,35 @@ def _gaps_inside(buckets):
         F.min("n").alias("missing_from"), F.max("n").alias("missing_to")).drop("bucket", "_run")
 
 
+def _bucket_state(ctx: AuditContext):
+    """Every producer's sequence buckets, kept as EO104's state for the next `--since-last` run.
+    Continuing from a base run's state, only the buckets new records fall in, or records lost to
+    retention fell in, are rebuilt (from those records and the indexed records of those buckets);
+    every other bucket is the state's."""
+    def numbers(df):
+        return df.where(F.col("producer").isNotNull() & F.col("seq").isNotNull()).withColumn(
+            "bucket", F.shiftright("seq", _BUCKET_BITS))
+
+    keys = ["endpoint", "topic", "producer", "bucket"]
+
+    def build():
+        carried = ctx.carried("sequence-buckets")
+        if carried is None:
+            return _buckets(numbers(ctx.valid_records))
+        fresh = numbers(ctx.valid_fresh)
+        touched = fresh.select(*keys)
+        if ctx.dropped is not None:
+            touched = touched.unionByName(numbers(ctx.dropped.where(F.col("problem").isNull())).select(*keys))
+        touched = ctx.small(touched.distinct())
+        near = numbers(ctx.valid_indexed).join(touched, keys, "left_semi")
+        kept = carried.where(F.col("endpoint").isin(list(ctx.plans))).join(touched, keys, "left_anti")
+        return _buckets(fresh.unionByName(near)).unionByName(kept)
+    return ctx.state("sequence-buckets", build)
+
+
 def _buckets(numbers):
     """One row per (endpoint, topic, producer, bucket of 32768 numbers): bitmap, lowest, highest."""
-    return numbers.groupBy("endpoint", "topic", "producer", F.shiftright("seq", _BUCKET_BITS).alias("bucket")).agg(
+    return numbers.groupBy("endpoint", "topic", "producer", "bucket").agg(
         F.bitmap_construct_agg(F.col("seq").bitwiseAND((1 << _BUCKET_BITS) - 1)).alias("bitmap"),
         F.min("seq").alias("lo"), F.max("seq").alias("hi"))
 
@@ -121,8 +144,7 @@ def sequence_gaps(ctx: AuditContext) -> Iterator[Hit]:
     between buckets from consecutive buckets' lowest and highest.
     """
     prod = ["endpoint", "topic", "producer"]
-    numbers = ctx.valid_records.where(F.col("producer").isNotNull() & F.col("seq").isNotNull())
-    gaps = _gaps(ctx.cached(("topics", "sequence buckets"), lambda: _buckets(numbers)))
+    gaps = _gaps(_bucket_state(ctx))
     # By producer, not topic: archived topics are often renamed, the producer's name is not.
     pending = ctx.pending_outgoing.where(F.col("seq").isNotNull()).select(
         F.col("producer").alias("p_producer"), F.col("seq").alias("p_seq")).distinct()
