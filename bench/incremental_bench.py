@@ -6,19 +6,18 @@ archive of N, in one process and one Spark session (the same warm JVM for both).
 
 The state is `samples/generator.py`'s (8 partitions, 10% of each in flight). A full audit is
 recorded first (its working copy becomes the record index). Then, for each k: k records are
-appended as a new Parquet file (new messages, plus a few redeliveries of old ones across the
-boundary), the consumer's committed offsets move on by as many (the in-flight share stays 10%),
-an incremental audit runs and is recorded, and a full audit runs (not recorded). Each run's time
-is split at the first check: reading the source and writing the working copy, then the checks.
-Both must report the same counts. With `--kafka`/`--start-broker` the state is a live topic: the
-k records are produced to it (the redeliveries copied from the topic's own records) and the
-consumer group's offsets are committed on by as many.
+appended as a new Parquet file (new messages, plus 10 redeliveries of old ones across the
+boundary) and the new messages' tokens are added to the token store (they are in flight: the
+consumer has not reached them), an incremental audit runs and is recorded, and a full audit runs
+(not recorded). Each run's time is split into reading the source (and writing the working copy),
+the checks, and keeping the record index. Both must report the same counts. With
+`--kafka`/`--start-broker` the state is a live topic: the k records are produced to it (the
+redeliveries copied from the topic's own records).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -30,8 +29,9 @@ sys.path.insert(0, str(REPO))
 CODES = ["EO101", "EO102", "EO103", "EO104", "EO105", "EO201", "EO202", "EO203", "EO301", "EO501", "EO502"]
 
 
-def append(out: Path, k: int, name: str) -> None:
-    """k records after each partition's last offset: k - 10 new messages, 10 redeliveries."""
+def append(out: Path, k: int, name: str, tag: str) -> None:
+    """k records after each partition's last offset: k - 10 new messages (ids, tokens and producer
+    named after `tag`), 10 redeliveries."""
     import duckdb
 
     archive = out / "topics" / "orders"
@@ -41,10 +41,10 @@ def append(out: Path, k: int, name: str) -> None:
     parts = db.execute("select count(*) from ends").fetchone()[0]
     h = "{{'key': '{0}', 'value': encode({1})}}"
     headers = ", ".join(h.format(key, val) for key, val in (
-        ("eo-message-id", "'late-' || i"), ("eo-token-id", "'late-tok-' || i"), ("eo-producer", "'late'"),
+        ("eo-message-id", f"'{tag}-' || i"), ("eo-token-id", f"'{tag}-tok-' || i"), ("eo-producer", f"'{tag}'"),
         ("eo-sequence", "cast(i as varchar)")))
     db.execute(f"""create table new as select 'orders' as topic, cast(i % {parts} as integer) as "partition",
-                   cast(i // {parts} as bigint) as rank, now() as "timestamp", encode('late-' || i) as key,
+                   cast(i // {parts} as bigint) as rank, now() as "timestamp", encode('{tag}-' || i) as key,
                    encode('v') as value, [{headers}] as headers from range({k - 10}) t(i)""")
     # redeliveries: old records, unchanged, at new offsets
     db.execute(f"""insert into new select topic, "partition", {k} + row_number() over () as rank, now(), key, value,
@@ -52,15 +52,22 @@ def append(out: Path, k: int, name: str) -> None:
     db.execute(f"""copy (select topic, n."partition", e + row_number() over (partition by n."partition" order by rank)
                    - 1 as "offset", "timestamp", key, value, headers from new n join ends on p = n."partition")
                    to '{archive / name}' (format parquet)""")
-    added = dict(db.execute('select "partition", count(*) from new group by 1').fetchall())
-    path = archive / "_committed_offsets.json"
-    committed = json.loads(path.read_text())
-    for p, c in committed["orders"].items():
-        committed["orders"][p] = c + added.get(int(p), 0)
-    path.write_text(json.dumps(committed))
+    add_tokens(out, k - 10, tag)
 
 
-def append_live(bootstrap: str, topic: str, k: int) -> None:
+def add_tokens(out: Path, n: int, tag: str) -> None:
+    """The appended new messages are in flight: the consumer's token store holds their tokens, as
+    the sender registered them (without, each would be a silent loss, EO202)."""
+    import duckdb
+
+    from samples.generator import ENDPOINT
+
+    with duckdb.connect(str(out / "state.duckdb")) as db:
+        db.execute(f"""insert into billing.eo_tokens select '{tag}-tok-' || i, '{tag}-' || i, '{ENDPOINT}', '{tag}',
+                       now() - interval 1 minute from range({n}) t(i)""")
+
+
+def append_live(bootstrap: str, topic: str, k: int, tag: str) -> None:
     """The same k records on a live topic: k - 10 new messages, 10 copies of old records."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -76,48 +83,56 @@ def append_live(bootstrap: str, topic: str, k: int) -> None:
             old.append(m)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
                          "queue.buffering.max.messages": 1_000_000})
-    added = dict.fromkeys(parts, 0)
     for i in range(k - 10):
         p = parts[i % len(parts)]
-        headers = [("eo-message-id", f"late-{i}"), ("eo-token-id", f"late-tok-{i}"), ("eo-producer", "late"),
+        headers = [("eo-message-id", f"{tag}-{i}"), ("eo-token-id", f"{tag}-tok-{i}"), ("eo-producer", tag),
                    ("eo-sequence", str(i))]
         while True:
             try:
-                producer.produce(topic, key=f"late-{i}".encode(), value=b"v", partition=p,
+                producer.produce(topic, key=f"{tag}-{i}".encode(), value=b"v", partition=p,
                                  headers=[(h, v.encode()) for h, v in headers])
                 break
             except BufferError:
                 producer.poll(0.1)
-        added[p] += 1
     for m in old:
         producer.produce(topic, key=m.key(), value=m.value(), partition=m.partition(), headers=m.headers())
-        added[m.partition()] += 1
     if producer.flush(120):
         raise RuntimeError("appended records could not all be delivered")
-    committed = consumer.committed([TopicPartition(topic, p) for p in parts], timeout=10)
-    consumer.commit(offsets=[TopicPartition(topic, tp.partition, tp.offset + added[tp.partition])
-                             for tp in committed], asynchronous=False)
     consumer.close()
 
 
-def timed(spark, config, options) -> tuple[dict, float, float, dict, object]:
-    """(counts, seconds to read the records, seconds for the checks, scan summary, the report)."""
+#: phases of a run, each from its first progress message to the next phase's
+PHASES = (("read", "reading"), ("topic checks", "EO1"), ("store checks", "EO2"), ("sink checks", "EO5"),
+          ("index", "keeping"))
+
+
+def timed(spark, config, options) -> tuple[dict, dict[str, float], dict, object]:
+    """(counts, seconds per phase, scan summary, the report)."""
     from eoctl.audit import run_audit
 
     marks: list[tuple[str, float]] = []
-    start = time.monotonic()
     report = run_audit(spark, config, options, CODES, lambda m: marks.append((m, time.monotonic())))
-    end = time.monotonic()
-    first_check = next(t for m, t in marks if m.startswith("EO"))
+    marks.append(("end", time.monotonic()))
+    starts = []
+    for phase, prefix in PHASES:
+        at = next((i for i, (m, _) in enumerate(marks) if m.startswith(prefix)), None)
+        if at is not None:
+            starts.append((phase, at))
+    seconds = dict.fromkeys((p for p, _ in PHASES), 0.0)
+    for (phase, at), nxt in zip(starts, [a for _, a in starts[1:]] + [len(marks) - 1]):
+        seconds[phase] = marks[nxt][1] - marks[at][1]
     counts = {c: r["count"] for c, r in report.summary().items()}
-    return counts, first_check - start, end - first_check, report.run["scan"], report
+    return counts, seconds, report.run["scan"], report
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--work", type=Path, default=Path("/tmp/eoctl-incr-bench"))
-    ap.add_argument("--appends", default="0.01,0.1", help="fractions of --records appended, one round each")
+    ap.add_argument("--appends", default="0.01,0.1",
+                    help="records appended, one round each: fractions of --records (below 1) or counts")
+    ap.add_argument("--in-flight", type=int, help="records in flight in the generated state (default: 10%% of "
+                    "--records); the token store holds about as many tokens")
     ap.add_argument("--kafka", help="bootstrap servers: a live topic instead of an archive")
     ap.add_argument("--start-broker", action="store_true", help="a live topic on the test bed's broker")
     args = ap.parse_args()
@@ -135,46 +150,52 @@ def bench(args: argparse.Namespace) -> int:
     from eoctl.incremental import record
     from samples.generator import GenSpec, generate
 
-    out = args.work / f"state-{args.records}{'-live' if args.kafka else ''}"
+    out = args.work / f"state-{args.records}-{args.in_flight}{'-live' if args.kafka else ''}"
     topic = f"incr-bench-{args.records}-{int(time.time())}" if args.kafka else "orders"
     t = time.monotonic()
-    truth = generate(GenSpec(args.records, out, kafka=args.kafka, topic=topic))
+    processed = 1 - args.in_flight / args.records if args.in_flight is not None else 0.9
+    truth = generate(GenSpec(args.records, out, kafka=args.kafka, topic=topic, processed=processed))
     print(f"generated {truth['records']:,} records in {time.monotonic() - t:.1f} s", flush=True)
     config = load_config(out / "eoctl.toml")
     spark = start_session(config.engine)
 
     rows = []
-    counts, read, checks, scan, report = timed(spark, config, AuditOptions(keep_index=True))
+    counts, seconds, scan, report = timed(spark, config, AuditOptions(keep_index=True))
     t = time.monotonic()
     record(spark, config, report)
-    rows.append(("full, recorded (the first index)", scan, read, checks, time.monotonic() - t, True))
+    seconds["index"] += time.monotonic() - t
+    rows.append(("full, recorded (the first index)", scan, seconds, True))
     total = truth["records"]
-    for i, frac in enumerate(float(f) for f in args.appends.split(",")):
-        k = int(args.records * frac)
+    for i, value in enumerate(float(f) for f in args.appends.split(",")):
+        k = int(args.records * value) if value < 1 else int(value)
+        share = f"{k / total:.1%}"
+        tag = f"late{i}-{int(time.time())}"
         if args.kafka:
-            append_live(args.kafka, topic, k)
+            append_live(args.kafka, topic, k, tag)
+            add_tokens(out, k - 10, tag)
         else:
-            append(out, k, f"appended-{i}.parquet")
+            append(out, k, f"appended-{tag}.parquet", tag)
         total += k
-        inc_counts, inc_read, inc_checks, inc_scan, inc_report = timed(
-            spark, config, AuditOptions(since_last=True, keep_index=True))
+        inc_counts, inc_seconds, inc_scan, inc_report = timed(spark, config, AuditOptions(since_last=True,
+                                                                                          keep_index=True))
         t = time.monotonic()
         record(spark, config, inc_report)
-        rec = time.monotonic() - t
-        full_counts, full_read, full_checks, full_scan, _ = timed(spark, config, AuditOptions())
+        inc_seconds["index"] += time.monotonic() - t
+        full_counts, full_seconds, full_scan, _ = timed(spark, config, AuditOptions())
         same = inc_counts == full_counts
-        rows.append((f"+{k:,} ({frac:.0%}): --since-last, recorded", inc_scan, inc_read, inc_checks, rec, same))
-        rows.append((f"+{k:,} ({frac:.0%}): full, not recorded", full_scan, full_read, full_checks, 0.0, same))
-        print(f"after +{k:,}: {total:,} records; counts equal: {same}", flush=True)
+        rows.append((f"+{k:,} ({share}): --since-last, recorded", inc_scan, inc_seconds, same))
+        rows.append((f"+{k:,} ({share}): full, not recorded", full_scan, full_seconds, same))
+        print(f"after +{k:,}: {total:,} records; counts equal: {same}; {inc_counts}", flush=True)
     spark.stop()
 
     where = f"live topic {topic}, 8 partitions" if args.kafka else "archive, 8 partitions"
     print(f"\n{args.records:,} records generated ({where}), {os.cpu_count()} cores, checks {', '.join(CODES)}")
-    print(f"{'run':44} {'from source':>12} {'from index':>11} {'read+copy s':>12} {'checks s':>9} "
-          f"{'record s':>9} {'total s':>8} {'same counts':>12}")
-    for name, scan, read, checks, rec, same in rows:
-        print(f"{name:44} {scan['new_records']:12,} {scan['indexed_records']:11,} {read:12.1f} {checks:9.1f} "
-              f"{rec:9.1f} {read + checks + rec:8.1f} {str(same):>12}")
+    head = "".join(f" {p + ' s':>15}" for p, _ in PHASES)
+    print(f"{'run':40} {'from source':>12} {'from index':>11}{head} {'total s':>8} {'same counts':>12}")
+    for name, scan, seconds, same in rows:
+        cells = "".join(f" {seconds[p]:15.1f}" for p, _ in PHASES)
+        print(f"{name:40} {scan['new_records']:12,} {scan['indexed_records']:11,}{cells} "
+              f"{sum(seconds.values()):8.1f} {str(same):>12}")
     return 0
 
 

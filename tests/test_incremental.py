@@ -164,6 +164,22 @@ def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(spark, tm
 
 
 @pytest.mark.integration
+def test_a_check_the_base_run_did_not_run_is_computed_from_every_record(spark, tmp_path: Path) -> None:
+    chaos = recorded_copy(tmp_path)
+    topic_codes = select_codes(["EO1"], None)
+    first = run_audit(spark, chaos.config, _options(keep_index=True), topic_codes)
+    incremental.record(spark, chaos.config, first)
+    assert sorted(first.index.state) == ["messages", "sequence-buckets", "sequences"]
+    _append_orders(chaos.config_path.parent, "part-1.parquet")
+    # EO302's state (causations) is not in the base: it is built from every record this time
+    incr = _recorded(spark, chaos.config, since_last=True)
+    assert incr.run["scan"]["mode"] == "incremental"
+    assert incr.run["scan"]["continued"] == ["messages", "sequence-buckets", "sequences"]
+    assert sorted(incr.index.state) == STATES
+    assert _findings(incr) == _findings(run_audit(spark, chaos.config, settled(), CODES))
+
+
+@pytest.mark.integration
 def test_a_killed_audit_leaves_no_index_a_later_run_would_trust(spark, tmp_path: Path) -> None:
     chaos = recorded_copy(tmp_path)
     report = run_audit(spark, chaos.config, _options(keep_index=True), CODES)
@@ -230,12 +246,14 @@ def test_on_a_live_topic_it_reads_only_new_offsets_and_finds_what_a_full_audit_f
 
     topic = f"incr-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(topic, partitions=2)
+    # m1-1 is redelivered on partition 0 (EO101), its first copy is among what retention takes below
     produce(kafka.bootstrap, topic, [_message(p, f"m{p}-{i}", f"t{p}-{i}", 10 * i + p) for p in (0, 1)
-                                     for i in range(10)])
+                                     for i in range(10)] + [_message(0, "m1-1", "t1-1", 11)])
     commit_group_offsets(kafka.bootstrap, "billing", topic, {0: 4})
     config = load_config(live_input_config(tmp_path, kafka.bootstrap, topic))
     first = _recorded(spark, config)
-    assert first.scanned["records"] == 20
+    assert first.scanned["records"] == 21
+    assert any("m1-1" in item for item in _findings(first)[("EO101", "billing", topic)][1])
 
     # more records: across the boundary, a redelivery (EO101), a new token for an old message
     # (EO102), an old (producer, sequence) on a new message (EO103); and normal ones
@@ -249,12 +267,14 @@ def test_on_a_live_topic_it_reads_only_new_offsets_and_finds_what_a_full_audit_f
 
     incr = _recorded(spark, config, since_last=True)
     full = run_audit(spark, config, settled(), CODES)
-    # both partitions are read from 10 (what the index read), whatever the committed offsets; the
-    # index gives partition 0's offsets 0..9 (4..9 now processed up to 6) and partition 1's 3..9
-    # (0..2 are gone)
+    # each partition is read from what the index read (11 and 10), whatever the committed offsets;
+    # the index gives partition 0's offsets 0..10 (4..10 now processed up to 6) and partition 1's
+    # 3..9 (0..2 are gone)
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": 2 + 3,
-                                "indexed_records": 10 + 7, "continued": STATES}
-    assert incr.scanned == full.scanned == {"records": 22}
+                                "indexed_records": 11 + 7, "continued": STATES}
+    assert incr.scanned == full.scanned == {"records": 23}
     assert _findings(incr) == _findings(full)
+    # m1-1's other copy is gone: the finding the state carried is gone too, as in a full audit
+    assert not any("m1-1" in item for item in _findings(incr)[("EO101", "billing", topic)][1])
     codes = {code for code, _, _ in _findings(full)}
     assert {"EO101", "EO102", "EO103"} <= codes
