@@ -44,6 +44,7 @@ def flagged_records(ctx: AuditContext, name: str, keys: list[str], where, flag, 
             touched = ctx.small(fresh.select("_k").distinct())
             near = prepare(ctx.valid_indexed).join(touched, "_k", "left_semi")
             kept = prepare(ctx.bounded(carried)).join(touched, "_k", "left_anti")
-            rows = pick(fresh.unionByName(near)).unionByName(kept)
+            # few rows (the new records and their keys' indexed ones): kept, so the index is probed once
+            rows = pick(ctx.persist(fresh.unionByName(near))).unionByName(kept)
         return rows.select(*_STABLE)
     return ctx.state(name, build)

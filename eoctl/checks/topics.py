@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import reduce
 
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -93,12 +94,14 @@ def _gaps_inside(buckets):
 
 def _bucket_state(ctx: AuditContext):
     """Every producer's sequence buckets, kept as EO104's state for the next `--since-last` run.
-    Continuing from a base run's state, only the buckets new records fall in, or records lost to
-    retention fell in, are rebuilt (from those records and the indexed records of those buckets);
-    every other bucket is the state's."""
+    Continuing from a base run's state, new records are OR-ed into their buckets' bitmaps (a
+    record only ever adds a number); only buckets that records lost to retention fell in are
+    rebuilt, from the indexed records of those buckets."""
     def numbers(df):
-        return df.where(F.col("producer").isNotNull() & F.col("seq").isNotNull()).withColumn(
-            "bucket", F.shiftright("seq", _BUCKET_BITS))
+        return df.where(F.col("producer").isNotNull() & F.col("seq").isNotNull())
+
+    def bucketed(df):
+        return numbers(df).withColumn("bucket", F.shiftright("seq", _BUCKET_BITS))
 
     keys = ["endpoint", "topic", "producer", "bucket"]
 
@@ -106,20 +109,21 @@ def _bucket_state(ctx: AuditContext):
         carried = ctx.carried("sequence-buckets")
         if carried is None:
             return _buckets(numbers(ctx.valid_records))
+        carried = carried.where(F.col("endpoint").isin(list(ctx.plans)))
         fresh = numbers(ctx.valid_fresh)
-        touched = fresh.select(*keys)
+        parts = [carried, _buckets(fresh)]
         if ctx.dropped is not None:
-            touched = touched.unionByName(numbers(ctx.dropped.where(F.col("problem").isNull())).select(*keys))
-        touched = ctx.small(touched.distinct())
-        near = numbers(ctx.valid_indexed).join(touched, keys, "left_semi")
-        kept = carried.where(F.col("endpoint").isin(list(ctx.plans))).join(touched, keys, "left_anti")
-        return _buckets(fresh.unionByName(near)).unionByName(kept)
+            lost = ctx.small(bucketed(ctx.dropped.where(F.col("problem").isNull())).select(*keys).distinct())
+            near = bucketed(ctx.valid_indexed).join(lost, keys, "left_semi").drop("bucket")
+            parts = [carried.join(lost, keys, "left_anti"), _buckets(fresh), _buckets(near)]
+        return reduce(lambda a, b: a.unionByName(b), parts).groupBy(*keys).agg(
+            F.bitmap_or_agg("bitmap").alias("bitmap"), F.min("lo").alias("lo"), F.max("hi").alias("hi"))
     return ctx.state("sequence-buckets", build)
 
 
 def _buckets(numbers):
     """One row per (endpoint, topic, producer, bucket of 32768 numbers): bitmap, lowest, highest."""
-    return numbers.groupBy("endpoint", "topic", "producer", "bucket").agg(
+    return numbers.groupBy("endpoint", "topic", "producer", F.shiftright("seq", _BUCKET_BITS).alias("bucket")).agg(
         F.bitmap_construct_agg(F.col("seq").bitwiseAND((1 << _BUCKET_BITS) - 1)).alias("bitmap"),
         F.min("seq").alias("lo"), F.max("seq").alias("hi"))
 
