@@ -167,8 +167,9 @@ class AuditContext:
         self._plan()
         if self.base is None:
             return None
-        df = self.bounded(self._segments(self.base.segments)).drop("committed", "processed")
-        return self._with_committed(df).withColumn("processed", _processed()).select(*RECORD_COLUMNS)
+        # one broadcast join gives both the bounds and the committed offset of each row's partition
+        df = self.bounded(self._segments(self.base.segments).drop("committed", "processed"), "committed")
+        return df.withColumn("processed", _processed()).select(*RECORD_COLUMNS)
 
     @cached_property
     def records(self) -> DataFrame:
@@ -192,23 +193,26 @@ class AuditContext:
                        & (df.partition == b.b_partition)).where(F.col("offset") < F.col("b_low")).select(
             *RECORD_COLUMNS)
 
-    def bounded(self, df: DataFrame) -> DataFrame:
+    def bounded(self, df: DataFrame, committed: str | None = None) -> DataFrame:
         """The rows of `df` (records, or the check state's records, of a base index) this run takes
         from the index: of an audited partition, below where the source is read from, and not
-        below the log start."""
+        below the log start. `committed`: a column to add with the partition's committed offset."""
         from pyspark.sql import functions as F
 
         b = self._bounds
         df = df.join(F.broadcast(b), (df.endpoint == b.b_endpoint) & (df.topic == b.b_topic)
                      & (df.partition == b.b_partition))
-        return df.where((F.col("offset") < F.col("b_start")) & (F.col("offset") >= F.col("b_low"))).drop(
-            "b_endpoint", "b_topic", "b_partition", "b_start", "b_low")
+        df = df.where((F.col("offset") < F.col("b_start")) & (F.col("offset") >= F.col("b_low")))
+        if committed:
+            df = df.withColumn(committed, F.col("b_committed"))
+        return df.drop("b_endpoint", "b_topic", "b_partition", "b_start", "b_low", "b_committed")
 
     @cached_property
     def _bounds(self) -> DataFrame:
-        rows = [(n, p.topic, p.partition, p.start, p.low) for n, plans in self.plans.items() for p in plans]
-        return local_frame(self.spark, rows,
-                           "b_endpoint string, b_topic string, b_partition int, b_start long, b_low long")
+        rows = [(n, p.topic, p.partition, p.start, p.low, self.committed.get(n, {}).get(p.topic, {}).get(p.partition))
+                for n, plans in self.plans.items() for p in plans]
+        return local_frame(self.spark, rows, "b_endpoint string, b_topic string, b_partition int, b_start long, "
+                           "b_low long, b_committed long")
 
     def _segments(self, segments) -> DataFrame:
         if not segments:  # the base run read no record at all
