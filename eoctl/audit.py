@@ -123,7 +123,7 @@ def _keep_index(spark: SparkSession, config: Config, run_id: str, partial: str, 
     if merge:
         segments, merged = segments[:-merge], segments[-merge:]
         older = [s for s in merged if not s.path.startswith(folder + "/")]
-        frames = [ctx.bounded(ctx._segments(older)).select(*RECORD_COLUMNS)] if older else []
+        frames = [ctx.bounded(ctx.segments_frame(older)).select(*RECORD_COLUMNS)] if older else []
         if len(older) < len(merged):  # this run's own segment is merged too
             frames.append(ctx.fresh)
         reduce(lambda a, b: a.unionByName(b), frames).write.mode("overwrite").option(

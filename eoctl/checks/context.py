@@ -168,7 +168,7 @@ class AuditContext:
         if self.base is None:
             return None
         # one broadcast join gives both the bounds and the committed offset of each row's partition
-        df = self.bounded(self._segments(self.base.segments).drop("committed", "processed"), "committed")
+        df = self.bounded(self.segments_frame(self.base.segments).drop("committed", "processed"), "committed")
         return df.withColumn("processed", _processed()).select(*RECORD_COLUMNS)
 
     @cached_property
@@ -187,11 +187,8 @@ class AuditContext:
         self._plan()
         if self.base is None or not any(p.low > 0 for plans in self.plans.values() for p in plans):
             return None
-        df = self._segments(self.base.segments)
-        b = self._bounds
-        return df.join(F.broadcast(b), (df.endpoint == b.b_endpoint) & (df.topic == b.b_topic)
-                       & (df.partition == b.b_partition)).where(F.col("offset") < F.col("b_low")).select(
-            *RECORD_COLUMNS)
+        df = self._with_bounds(self.segments_frame(self.base.segments))
+        return df.where(F.col("offset") < F.col("b_low")).select(*RECORD_COLUMNS)
 
     def bounded(self, df: DataFrame, committed: str | None = None) -> DataFrame:
         """The rows of `df` (records, or the check state's records, of a base index) this run takes
@@ -199,13 +196,20 @@ class AuditContext:
         below the log start. `committed`: a column to add with the partition's committed offset."""
         from pyspark.sql import functions as F
 
-        b = self._bounds
-        df = df.join(F.broadcast(b), (df.endpoint == b.b_endpoint) & (df.topic == b.b_topic)
-                     & (df.partition == b.b_partition))
+        df = self._with_bounds(df)
         df = df.where((F.col("offset") < F.col("b_start")) & (F.col("offset") >= F.col("b_low")))
         if committed:
             df = df.withColumn(committed, F.col("b_committed"))
         return df.drop("b_endpoint", "b_topic", "b_partition", "b_start", "b_low", "b_committed")
+
+    def _with_bounds(self, df: DataFrame) -> DataFrame:
+        """`df` (rows of audited partitions only) with their partition's plan: b_start, b_low,
+        b_committed."""
+        from pyspark.sql import functions as F
+
+        b = self._bounds
+        return df.join(F.broadcast(b), (df.endpoint == b.b_endpoint) & (df.topic == b.b_topic)
+                       & (df.partition == b.b_partition))
 
     @cached_property
     def _bounds(self) -> DataFrame:
@@ -214,7 +218,8 @@ class AuditContext:
         return local_frame(self.spark, rows, "b_endpoint string, b_topic string, b_partition int, b_start long, "
                            "b_low long, b_committed long")
 
-    def _segments(self, segments) -> DataFrame:
+    def segments_frame(self, segments) -> DataFrame:
+        """The records of index segments, as they were written."""
         if not segments:  # the base run read no record at all
             return local_frame(self.spark, [], _EMPTY_RECORDS)
         return self.spark.read.parquet(*(s.path for s in segments))
