@@ -8,7 +8,8 @@ The state is `samples/generator.py`'s (8 partitions, 10% of each in flight). A f
 recorded first (its working copy becomes the record index). Then, for each k: k records are
 appended as a new Parquet file (new messages, plus 10 redeliveries of old ones across the
 boundary) and the new messages' tokens are added to the token store (they are in flight: the
-consumer has not reached them), an incremental audit runs and is recorded, and a full audit runs
+consumer has not reached them), half of them and 10 old rows are applied to the sink (a new file,
+later `applied_at`: the sink's watermark column), an incremental audit runs and is recorded, and a full audit runs
 (not recorded). Each run's time is split into reading the source (and writing the working copy),
 the checks, and keeping the record index. Both must report the same counts. With
 `--kafka`/`--start-broker` the state is a live topic: the k records are produced to it (the
@@ -53,6 +54,7 @@ def append(out: Path, k: int, name: str, tag: str) -> None:
                    - 1 as "offset", "timestamp", key, value, headers from new n join ends on p = n."partition")
                    to '{archive / name}' (format parquet)""")
     add_tokens(out, k - 10, tag)
+    add_sink_rows(out, k - 10, tag)
 
 
 def add_tokens(out: Path, n: int, tag: str) -> None:
@@ -65,6 +67,22 @@ def add_tokens(out: Path, n: int, tag: str) -> None:
     with duckdb.connect(str(out / "state.duckdb")) as db:
         db.execute(f"""insert into billing.eo_tokens select '{tag}-tok-' || i, '{tag}-' || i, '{ENDPOINT}', '{tag}',
                        now() - interval 1 minute from range({n}) t(i)""")
+
+
+def add_sink_rows(out: Path, n: int, tag: str) -> None:
+    """Half of the appended new messages were applied to the sink (their consumer has not
+    committed yet), and 10 old sink rows were applied again (EO501 across the watermark): a new
+    sink file, written after every other (a later applied_at)."""
+    import duckdb
+
+    sink = out / "sinks" / "invoices"
+    base = int(time.time()) * 1_000_000  # order ids no earlier row has
+    duckdb.connect().execute(f"""copy (
+        select {base} + i as order_id, '{tag}-' || i as source_message_id, 100 as amount,
+               now()::timestamp + to_microseconds(i) as applied_at from range({n // 2}) t(i)
+        union all select order_id, source_message_id, amount, now()::timestamp + to_microseconds({n} + 1)
+        from (from read_parquet('{sink}/*.parquet') order by applied_at limit 10)
+    ) to '{sink / f"applied-{tag}.parquet"}' (format parquet)""")
 
 
 def append_live(bootstrap: str, topic: str, k: int, tag: str) -> None:
@@ -173,6 +191,7 @@ def bench(args: argparse.Namespace) -> int:
         if args.kafka:
             append_live(args.kafka, topic, k, tag)
             add_tokens(out, k - 10, tag)
+            add_sink_rows(out, k - 10, tag)
         else:
             append(out, k, f"appended-{tag}.parquet", tag)
         total += k

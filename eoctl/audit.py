@@ -81,6 +81,8 @@ def run_audit(
                     report.findings.append(Finding(code, endpoint, where, count, rows, path))
         if ctx.base is not None:  # the checks that re-examined only what the new records touch
             report.run["scan"]["continued"] = sorted(ctx.carried_state)
+            if ctx.rebuilt:  # states the base kept that could not be continued, and why
+                report.run["scan"]["rebuilt"] = dict(sorted(ctx.rebuilt.items()))
         if index_path:
             step("keeping the record index for the next --since-last run")
             report.index = _keep_index(spark, config, run_id, index_path, ctx, stats)

@@ -279,7 +279,8 @@ class _Doctor:
 
             def readable(sink=sink) -> str:
                 df = read_table(self.spark, self.config, sink)
-                needed = [sink.message_id_column, *sink.key_columns, *sink.value_columns]
+                needed = [sink.message_id_column, *sink.key_columns, *sink.value_columns,
+                          *([sink.watermark_column] if sink.watermark_column else [])]
                 missing = [c for c in needed if c not in df.columns]
                 if missing:
                     raise EoctlError(f"sink lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}")

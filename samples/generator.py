@@ -223,10 +223,12 @@ def generate(spec: GenSpec) -> dict:
 
     # --- sink -------------------------------------------------------------------------------------
     sink_sql = """
-        select i as order_id, message_id as source_message_id, 100 + i % 50 as amount from recs
-        where processed
-        union all select i, message_id, 100 + i % 50 from recs where code = 'EO501'
-        union all select i, message_id || '-conflict', 999 from recs where code = 'EO502'"""
+        select order_id, source_message_id, amount,
+               timestamp '2026-01-01' + to_microseconds(row_number() over ()) as applied_at
+        from (select i as order_id, message_id as source_message_id, 100 + i % 50 as amount from recs
+              where processed
+              union all select i, message_id, 100 + i % 50 from recs where code = 'EO501'
+              union all select i, message_id || '-conflict', 999 from recs where code = 'EO502')"""
     db.execute(f"""copy ({sink_sql}) to '{spec.out / "sinks/invoices"}'
                    (format parquet, per_thread_output true, overwrite_or_ignore true)""")
 
@@ -331,6 +333,8 @@ format = "parquet"
 path = "sinks/invoices"
 message_id_column = "source_message_id"
 key_columns = ["order_id"]
+value_columns = ["source_message_id", "amount"]
+watermark_column = "applied_at"
 
 [endpoints.billing.input]
 topics = ["{spec.topic}"]

@@ -21,8 +21,13 @@ from tests.helpers.cli import run_eoctl
 from tests.helpers.configs import write_config
 
 CODES = select_codes(None, None)
-#: the check states an audit of every code keeps, and a run continuing from it re-examines in part
-STATES = ["causations", "messages", "sequence-buckets", "sequences"]
+#: the check states a run continuing from an audit of every code re-examines in part: the topic's,
+#: and (the chaos sample's sink has a watermark column) the sink's
+TOPIC_STATES = ["causations", "messages", "sequence-buckets", "sequences"]
+SINK_STATES = ["sink-EO501-shipping.shipments", "sink-EO502-shipping.shipments"]
+STATES = TOPIC_STATES + SINK_STATES
+#: the states an audit of every code keeps: those, and the sink's watermark
+KEPT = sorted([*STATES, "sink-mark-shipping.shipments"])
 
 
 def _options(**kw) -> AuditOptions:
@@ -105,7 +110,7 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": appended,
                                 "indexed_records": first.scanned["records"],
                                 "continued": ["messages", "sequence-buckets", "sequences"]}
-    assert sorted(incr.index.state) == STATES
+    assert sorted(incr.index.state) == KEPT
     assert incr.scanned == full.scanned
     assert _findings(incr) == _findings(full)
     # the boundary cases are there: each pairs an appended record with one the index holds
@@ -141,6 +146,67 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     assert [(Path(s.path).parent.name, Path(s.path).name, s.records) for s in merged.index.segments] == [
         (first.run["id"], "records", first.scanned["records"]), (merged.run["id"], "merged", 2 * appended)]
     assert not (index.parent / merged.run["id"] / "records").exists()
+
+
+def _sink_findings(report: AuditReport) -> dict[str, list]:
+    """EO501's source message ids and EO502's order ids, as the audit reported them."""
+    found = {f.code: f for f in report.findings}
+    return {"EO501": sorted(r["source_message_id"] for r in found["EO501"].evidence) if "EO501" in found else [],
+            "EO502": sorted(r["order_id"] for r in found["EO502"].evidence) if "EO502" in found else []}
+
+
+def _sink_truth(store: str) -> dict[str, list]:
+    """The same, computed by DuckDB from the whole sink table."""
+    import duckdb
+
+    with duckdb.connect(store, read_only=True) as db:
+        twice = db.execute("select source_message_id from shipping.shipments group by 1 having count(*) > 1 "
+                           "order by 1").fetchall()
+        conflicting = db.execute("select order_id from shipping.shipments group by 1 having count(distinct "
+                                 "(invoice_id, source_message_id)) > 1 order by 1").fetchall()
+    return {"EO501": [r[0] for r in twice], "EO502": [r[0] for r in conflicting]}
+
+
+@pytest.mark.integration
+def test_sink_checks_continue_from_the_watermark_and_start_over_when_old_rows_change(spark, tmp_path: Path) -> None:
+    import duckdb
+
+    chaos = recorded_copy(tmp_path)
+    codes = select_codes(["EO5"], None)
+    first = _recorded(spark, chaos.config, codes)
+    assert _sink_findings(first) == _sink_truth(chaos.store_target) and _sink_findings(first)["EO501"]
+
+    # written after the first run (a later applied_at): a second row for an old message (EO501
+    # across the watermark), another invoice for an old order (EO502 across it), a normal row
+    with duckdb.connect(chaos.store_target) as db:
+        old = db.execute("select order_id, invoice_id, source_message_id from shipping.shipments "
+                         "where order_id in (0, 1) order by order_id").fetchall()
+        db.executemany("insert into shipping.shipments values (?, ?, ?, ?, now())", [
+            ("late-0", old[0][0], old[0][1], old[0][2]), ("late-1", old[1][0], "inv-late", "late-message"),
+            ("late-2", 1000, "inv-1000", "message-1000")])
+    incr = _recorded(spark, chaos.config, codes, since_last=True)
+    assert incr.run["scan"]["continued"] == SINK_STATES and "rebuilt" not in incr.run["scan"]
+    assert _sink_findings(incr) == _sink_truth(chaos.store_target)
+    assert old[0][2] in _sink_findings(incr)["EO501"] and old[1][0] in _sink_findings(incr)["EO502"]
+
+    # the repair: the second row of order 0 is deleted. Rows at or below the watermark changed:
+    # every key is examined again, and the finding is gone
+    with duckdb.connect(chaos.store_target) as db:
+        db.execute("delete from shipping.shipments where shipment_id = 'late-0'")
+    repaired = _recorded(spark, chaos.config, codes, since_last=True)
+    assert repaired.run["scan"]["continued"] == [] and sorted(repaired.run["scan"]["rebuilt"]) == SINK_STATES
+    assert "rows at or below the last run's applied_at" in repaired.run["scan"]["rebuilt"][SINK_STATES[0]]
+    assert _sink_findings(repaired) == _sink_truth(chaos.store_target)
+    assert old[0][2] not in _sink_findings(repaired)["EO501"]
+
+    # Only rows above the watermark are read: an old row rewritten in place, without a new
+    # applied_at (against the watermark's contract), is not seen until a full audit.
+    with duckdb.connect(chaos.store_target) as db:
+        db.execute("update shipping.shipments set order_id = 2 where order_id = 3")
+    blind = _recorded(spark, chaos.config, codes, since_last=True)
+    assert blind.run["scan"]["continued"] == SINK_STATES
+    assert _sink_findings(blind) == _sink_findings(repaired)
+    assert 2 in _sink_truth(chaos.store_target)["EO502"]
 
 
 @pytest.mark.integration
@@ -261,7 +327,7 @@ def test_on_a_live_topic_it_reads_only_new_offsets_and_finds_what_a_full_audit_f
     # the index gives partition 0's offsets 0..10 (4..10 now processed up to 6) and partition 1's
     # 3..9 (0..2 are gone)
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": 2 + 3,
-                                "indexed_records": 11 + 7, "continued": STATES}
+                                "indexed_records": 11 + 7, "continued": TOPIC_STATES}
     assert incr.scanned == full.scanned == {"records": 23}
     assert _findings(incr) == _findings(full)
     # m1-1's other copy is gone: the finding the state carried is gone too, as in a full audit

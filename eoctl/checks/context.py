@@ -60,6 +60,7 @@ class AuditContext:
         self._planned = False
         self.carried_state: set[str] = set()  # check states continued from the base run
         self.state_out: dict[str, DataFrame] = {}  # check states this run computed, for the next
+        self.rebuilt: dict[str, str] = {}  # check states the base had but this run rebuilt: why
         self._persisted: list[DataFrame] = []
         self._shared: dict[tuple, DataFrame] = {}
         self._scratch: list[str] = []
@@ -227,10 +228,23 @@ class AuditContext:
     def carried(self, name: str) -> DataFrame | None:
         """The base run's state of a check (see eoctl.incremental), or None: no base, or the base
         run did not run that check (its state then has to be computed from every record)."""
+        df = self.base_state(name)
+        if df is not None:
+            self.carried_state.add(name)
+        return df
+
+    @property
+    def keeps_state(self) -> bool:
+        """Whether check states matter to this run: it keeps a record index or continues one."""
+        self._plan()
+        return self.index_path is not None or self.base is not None
+
+    def base_state(self, name: str) -> DataFrame | None:
+        """Like carried(), for a state read to decide whether a check can continue (a sink's
+        watermark): reading it does not count the check as continued."""
         self._plan()
         if self.base is None or name not in self.base.state:
             return None
-        self.carried_state.add(name)
         return self.spark.read.parquet(self.base.state[name])
 
     def state(self, name: str, build) -> DataFrame:

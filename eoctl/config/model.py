@@ -270,6 +270,10 @@ class SinkConfig(TableSource):
     value_columns: list[str] = Field(
         default_factory=list, description="columns that must agree for one key (default: all others)"
     )
+    watermark_column: str | None = Field(
+        None, description="a column every write of a row sets to a value above all earlier ones (an ingestion "
+                          "time, an increasing id): with it, audit --since-last reads only rows written since "
+                          "the last recorded run, and the rows of the keys they touch")
 
 
 class EndpointConfig(Strict):

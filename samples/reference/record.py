@@ -62,6 +62,7 @@ table = "shipments"
 message_id_column = "source_message_id"
 key_columns = ["order_id"]
 value_columns = ["invoice_id", "source_message_id"]
+watermark_column = "applied_at"  # set on every insert: --since-last reads only newer rows
 """
 
 
