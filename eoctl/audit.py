@@ -85,7 +85,7 @@ def run_audit(
                 report.run["scan"]["rebuilt"] = dict(sorted(ctx.rebuilt.items()))
         if index_path:
             step("keeping the record index for the next --since-last run")
-            report.index = _keep_index(spark, config, run_id, index_path, ctx, stats)
+            report.index = incremental.keep(spark, config, run_id, index_path, ctx, stats)
     finally:
         ctx.release()
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
@@ -102,47 +102,3 @@ def _scan_summary(ctx: AuditContext, options: AuditOptions, total: int, stats: l
     if options.since_last:
         out["reason"] = ctx.fallback or incremental.NO_BASE
     return out
-
-
-def _keep_index(spark: SparkSession, config: Config, run_id: str, partial: str, ctx: AuditContext,
-                stats: list) -> incremental.RecordIndex:
-    """Complete this run's part of the record index (its check states, a merge of the newest
-    segments when one is due) and publish it; the history row will name it."""
-    from functools import reduce
-
-    from eoctl.checks.context import RECORD_COLUMNS
-
-    folder = incremental.run_folder(config, run_id)
-    state = {}
-    for name, df in ctx.state_out.items():
-        df.write.mode("overwrite").option("compression", "zstd").parquet(f"{partial}/state/{name}")
-        state[name] = f"{folder}/state/{name}"
-    segments = list(ctx.base.segments) if ctx.base is not None else []
-    fresh = sum(row[4] for row in stats)
-    if fresh:
-        segments.append(incremental.Segment(f"{folder}/records", fresh))
-    merge = incremental.merge_plan(segments)
-    if merge:
-        segments, merged = segments[:-merge], segments[-merge:]
-        older = [s for s in merged if not s.path.startswith(folder + "/")]
-        frames = [ctx.bounded(ctx.segments_frame(older)).select(*RECORD_COLUMNS)] if older else []
-        if len(older) < len(merged):  # this run's own segment is merged too
-            frames.append(ctx.fresh)
-        reduce(lambda a, b: a.unionByName(b), frames).write.mode("overwrite").option(
-            "compression", "zstd").parquet(f"{partial}/merged")
-        count = spark.read.parquet(f"{partial}/merged").count()  # from the files' footers
-        if len(older) < len(merged):
-            incremental.discard(spark, ctx.segment_path)
-        segments.append(incremental.Segment(f"{folder}/merged", count))
-    ends: dict[str, dict[str, dict[int, int]]] = {}
-    for name, plans in ctx.plans.items():
-        for p in plans:
-            if p.start >= 0:
-                ends.setdefault(name, {}).setdefault(p.topic, {})[p.partition] = p.start
-    for endpoint, topic, partition, end, _n in stats:
-        parts = ends.setdefault(endpoint, {}).setdefault(topic, {})
-        parts[partition] = max(parts.get(partition, 0), end)
-    ctx.keep_index()
-    incremental.publish(spark, config, run_id, partial)
-    return incremental.RecordIndex(run_id, tuple(segments), incremental.fingerprints(config, ctx.endpoints), ends,
-                                   state)

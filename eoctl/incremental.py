@@ -10,7 +10,8 @@ A recorded `--since-last` audit keeps:
 - its *check state*: per record-keyed check, the complete rows behind its findings (the records
   of every flagged message, (producer, sequence), causation) and the sequence bitmaps of EO104.
   Only columns a record never changes are kept; what depends on the stores or the committed
-  offsets is recomputed by every run.
+  offsets is recomputed by every run. A sink with a watermark column keeps EO501/EO502's findings
+  and its watermark (eoctl.checks.sinks).
 
 The next `--since-last` run reads the source from the indexed end on, recomputes the index rows'
 `committed`/`processed` from the current committed offsets, and for each record-keyed check
@@ -38,6 +39,8 @@ from eoctl.sources.kafka import EARLIEST, LATEST, OffsetRange
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
+
+    from eoctl.checks.context import AuditContext
 
     from eoctl.checks.context import AuditOptions
     from eoctl.report.findings import AuditReport
@@ -234,6 +237,50 @@ def run_folder(config: Config, run_id: str) -> str:
     """Where a run's own part of the index lives: its segment (`records`), a merged segment
     (`merged`) and its check state (`state/NAME`)."""
     return f"{records_root(config)}/{run_id}"
+
+
+def keep(spark: SparkSession, config: Config, run_id: str, partial: str, ctx: AuditContext,
+         stats: list) -> RecordIndex:
+    """Complete this run's part of the record index (its check states, a merge of the newest
+    segments when one is due) and publish it; the history row will name it."""
+    from functools import reduce
+
+    from eoctl.checks.context import RECORD_COLUMNS
+
+    folder = run_folder(config, run_id)
+    state = {}
+    for name, df in ctx.state_out.items():
+        df.write.mode("overwrite").option("compression", "zstd").parquet(f"{partial}/state/{name}")
+        state[name] = f"{folder}/state/{name}"
+    segments = list(ctx.base.segments) if ctx.base is not None else []
+    fresh = sum(row[4] for row in stats)
+    if fresh:
+        segments.append(Segment(f"{folder}/records", fresh))
+    merge = merge_plan(segments)
+    if merge:
+        segments, merged = segments[:-merge], segments[-merge:]
+        older = [s for s in merged if not s.path.startswith(folder + "/")]
+        frames = [ctx.bounded(ctx.segments_frame(older)).select(*RECORD_COLUMNS)] if older else []
+        if len(older) < len(merged):  # this run's own segment is merged too
+            frames.append(ctx.fresh)
+        reduce(lambda a, b: a.unionByName(b), frames).write.mode("overwrite").option(
+            "compression", "zstd").parquet(f"{partial}/merged")
+        count = spark.read.parquet(f"{partial}/merged").count()  # from the files' footers
+        if len(older) < len(merged):
+            discard(spark, ctx.segment_path)
+        segments.append(Segment(f"{folder}/merged", count))
+    ends: dict[str, dict[str, dict[int, int]]] = {}
+    for name, plans in ctx.plans.items():
+        for p in plans:
+            if p.start >= 0:
+                ends.setdefault(name, {}).setdefault(p.topic, {})[p.partition] = p.start
+    for endpoint, topic, partition, end, _n in stats:
+        parts = ends.setdefault(endpoint, {}).setdefault(topic, {})
+        parts[partition] = max(parts.get(partition, 0), end)
+    ctx.keep_index()
+    publish(spark, config, run_id, partial)
+    return RecordIndex(run_id, tuple(segments), fingerprints(config, ctx.endpoints), ends,
+                                   state)
 
 
 def publish(spark: SparkSession, config: Config, run_id: str, partial: str) -> str:

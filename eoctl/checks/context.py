@@ -85,13 +85,17 @@ class AuditContext:
         self._persisted.append(df)
         return df
 
-    def keys(self, df: DataFrame) -> DataFrame:
-        """Persist and compute `df` now: the keys a cheap aggregate flagged, usually few. Once
-        computed, Spark knows their real size and broadcasts them into the joins that gather
-        evidence, instead of shuffling the records to meet them (it cannot know it in advance)."""
+    def keys(self, df: DataFrame, probe: bool = False) -> DataFrame:
+        """Persist and compute `df` now: the keys a cheap aggregate flagged, or the keys new records
+        touch, usually few. Once computed, Spark knows their real size and broadcasts them into the
+        joins that gather evidence, instead of shuffling the records to meet them (it cannot know
+        it in advance). `probe`: keys to probe every indexed record (or a store) with, which a
+        shuffle would move whole: broadcast them whenever they are at most PROBE_ROWS."""
+        from pyspark.sql import functions as F
+
         df = self.persist(df)
-        df.count()
-        return df
+        rows = df.count()
+        return F.broadcast(df) if probe and rows <= PROBE_ROWS else df
 
     def keep_index(self) -> None:
         """The index is complete and about to be published: release() must not delete it."""
@@ -252,15 +256,6 @@ class AuditContext:
         df = self.cached(("state", name), build)
         self.state_out[name] = df
         return df
-
-    def small(self, df: DataFrame, limit: int = 1_000_000) -> DataFrame:
-        """`df` computed now (like keys()), and broadcast into the joins that use it when it has
-        at most `limit` rows: the keys new records touch, probed against every indexed record,
-        which a shuffle would move whole."""
-        from pyspark.sql import functions as F
-
-        df = self.persist(df)
-        return F.broadcast(df) if df.count() <= limit else df
 
     def _commits(self) -> DataFrame:
         rows = [(n, t, p, o) for n, topics in self.committed.items() for t, parts in topics.items()
@@ -465,6 +460,9 @@ def _delete_tree(spark: SparkSession, path: str) -> None:
     hpath = jvm.org.apache.hadoop.fs.Path(path)
     hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(hpath, True)
 
+
+#: the most keys AuditContext.keys broadcasts into a probe (a million 64-bit hashes: ~8 MB per task)
+PROBE_ROWS = 1_000_000
 
 #: the columns of AuditContext.records
 RECORD_COLUMNS = ("endpoint", "topic", "partition", "offset", "timestamp", "processed", "committed", "message_id",

@@ -41,7 +41,7 @@ def flagged_records(ctx: AuditContext, name: str, keys: list[str], where, flag, 
             rows = pick(prepare(ctx.valid_records))
         else:
             fresh = prepare(ctx.valid_fresh)
-            touched = ctx.small(fresh.select("_k").distinct())
+            touched = ctx.keys(fresh.select("_k").distinct(), probe=True)
             near = prepare(ctx.valid_indexed).join(touched, "_k", "left_semi")
             kept = prepare(ctx.bounded(carried)).join(touched, "_k", "left_anti")
             # few rows (the new records and their keys' indexed ones): kept, so the index is probed once

@@ -82,7 +82,7 @@ def _findings(ctx: AuditContext, name: str, sink: SinkConfig, code: str, keys: d
         if carried is None:  # the base run did not run this check
             return compute(seen)
         key = F.xxhash64(*keys.values())
-        touched = ctx.small(new.select(key.alias("_k")).distinct())
+        touched = ctx.keys(new.select(key.alias("_k")).distinct(), probe=True)
         near = seen.withColumn("_k", key).join(touched, "_k", "left_semi").drop("_k")
         kept = carried.withColumn("_k", F.xxhash64(*keys)).join(touched, "_k", "left_anti").drop("_k")
         return compute(near).unionByName(kept)

@@ -29,7 +29,7 @@ def _token_join(ctx: AuditContext, name: str, tokens):
     store is not huge, so the records are streamed once, not shuffled), and only they meet the
     store in the full outer join."""
     def build():
-        stored = ctx.small(tokens.select("token_id").distinct().withColumn("_stored", F.lit(True)))
+        stored = ctx.keys(tokens.select("token_id").distinct().withColumn("_stored", F.lit(True)), probe=True)
         r = ctx.valid_records.select(
             "token_id", "message_id", "topic", "partition", "offset", "processed", "committed",
             (F.col("endpoint") == name).alias("mine"))

@@ -113,7 +113,7 @@ def _bucket_state(ctx: AuditContext):
         fresh = numbers(ctx.valid_fresh)
         parts = [carried, _buckets(fresh)]
         if ctx.dropped is not None:
-            lost = ctx.small(bucketed(ctx.dropped.where(F.col("problem").isNull())).select(*keys).distinct())
+            lost = ctx.keys(bucketed(ctx.dropped.where(F.col("problem").isNull())).select(*keys).distinct(), probe=True)
             near = bucketed(ctx.valid_indexed).join(lost, keys, "left_semi").drop("bucket")
             parts = [carried.join(lost, keys, "left_anti"), _buckets(fresh), _buckets(near)]
         return reduce(lambda a, b: a.unionByName(b), parts).groupBy(*keys).agg(
