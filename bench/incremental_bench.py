@@ -81,7 +81,7 @@ def add_sink_rows(out: Path, n: int, tag: str) -> None:
         select {base} + i as order_id, '{tag}-' || i as source_message_id, 100 as amount,
                now()::timestamp + to_microseconds(i) as applied_at from range({n // 2}) t(i)
         union all select order_id, source_message_id, amount, now()::timestamp + to_microseconds({n} + 1)
-        from (from read_parquet('{sink}/*.parquet') order by applied_at limit 10)
+        from (from read_parquet('{sink}/*.parquet') order by hash(source_message_id || '{tag}') limit 10)
     ) to '{sink / f"applied-{tag}.parquet"}' (format parquet)""")
 
 

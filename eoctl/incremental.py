@@ -73,19 +73,26 @@ class RecordIndex:
     inputs: dict[str, str]  # endpoint -> fingerprint of its input
     ends: dict[str, dict[str, dict[int, int]]]  # endpoint -> topic -> partition -> max offset + 1
     state: dict[str, str]  # check state name -> Parquet folder
+    # what the run's `processed` flags and store reads were taken against (absent in older indexes)
+    committed: dict[str, dict[str, dict[int, int]]] | None = None  # endpoint -> topic -> partition -> offset
+    started_at: str | None = None  # ISO time the run started, before it read anything
 
     def to_json(self) -> str:
         return json.dumps({"version": INDEX_VERSION, "segments": [[s.path, s.records] for s in self.segments],
-                           "state": self.state, "inputs": self.inputs, "ends": self.ends}, sort_keys=True)
+                           "state": self.state, "inputs": self.inputs, "ends": self.ends,
+                           "committed": self.committed, "started_at": self.started_at}, sort_keys=True)
 
     @classmethod
     def from_json(cls, run_id: str, text: str) -> RecordIndex | None:
         raw = json.loads(text)
         if raw.get("version") != INDEX_VERSION:
             return None
-        ends = {ep: {t: {int(p): int(o) for p, o in parts.items()} for t, parts in topics.items()}
-                for ep, topics in raw["ends"].items()}
-        return cls(run_id, tuple(Segment(p, int(n)) for p, n in raw["segments"]), raw["inputs"], ends, raw["state"])
+        def offsets(tree: dict) -> dict[str, dict[str, dict[int, int]]]:
+            return {ep: {t: {int(p): int(o) for p, o in parts.items()} for t, parts in topics.items()}
+                    for ep, topics in tree.items()}
+        committed = raw.get("committed")
+        return cls(run_id, tuple(Segment(p, int(n)) for p, n in raw["segments"]), raw["inputs"], offsets(raw["ends"]),
+                   raw["state"], offsets(committed) if committed is not None else None, raw.get("started_at"))
 
     @property
     def paths(self) -> list[str]:
@@ -279,8 +286,8 @@ def keep(spark: SparkSession, config: Config, run_id: str, partial: str, ctx: Au
         parts[partition] = max(parts.get(partition, 0), end)
     ctx.keep_index()
     publish(spark, config, run_id, partial)
-    return RecordIndex(run_id, tuple(segments), fingerprints(config, ctx.endpoints), ends,
-                                   state)
+    return RecordIndex(run_id, tuple(segments), fingerprints(config, ctx.endpoints), ends, state,
+                       ctx.committed, ctx.options.now.isoformat())
 
 
 def publish(spark: SparkSession, config: Config, run_id: str, partial: str) -> str:

@@ -25,9 +25,9 @@ CODES = select_codes(None, None)
 #: and (the chaos sample's sink has a watermark column) the sink's
 TOPIC_STATES = ["causations", "messages", "sequence-buckets", "sequences"]
 SINK_STATES = ["sink-EO501-shipping.shipments", "sink-EO502-shipping.shipments"]
-STATES = TOPIC_STATES + SINK_STATES
-#: the states an audit of every code keeps: those, and the sink's watermark
-KEPT = sorted([*STATES, "sink-mark-shipping.shipments"])
+STATES = sorted([*TOPIC_STATES, *SINK_STATES, "token-carriers"])
+#: the states an audit of every code keeps: those, the sink's watermark and the stores' token ids
+KEPT = sorted([*STATES, "sink-mark-shipping.shipments", "token-ids"])
 
 
 def _options(**kw) -> AuditOptions:
@@ -210,6 +210,47 @@ def test_sink_checks_continue_from_the_watermark_and_start_over_when_old_rows_ch
 
 
 @pytest.mark.integration
+def test_token_checks_continue_unless_offsets_moved_back_or_old_tokens_appeared(spark, tmp_path: Path) -> None:
+    import duckdb
+
+    chaos = recorded_copy(tmp_path)
+    codes = select_codes(["EO2"], None)
+    _recorded(spark, chaos.config, codes)
+    # new in-flight records whose tokens are in no store (EO202 candidates), and old ones again
+    _append_orders(chaos.config_path.parent, "part-1.parquet")
+    incr = _recorded(spark, chaos.config, codes, since_last=True)
+    assert incr.run["scan"]["continued"] == ["token-carriers"] and "rebuilt" not in incr.run["scan"]
+    assert _findings(incr) == _findings(run_audit(spark, chaos.config, settled(), codes))
+
+    # the consumer's offset is reset 3 records back: those are in flight again, every record is looked at
+    offsets = chaos.config_path.parent / "topics" / "orders" / "_committed_offsets.json"
+    committed = json.loads(offsets.read_text())
+    committed["orders"]["0"] -= 3
+    offsets.write_text(json.dumps(committed))
+    back = _recorded(spark, chaos.config, codes, since_last=True)
+    assert back.run["scan"]["continued"] == []
+    assert "moved back from" in back.run["scan"]["rebuilt"]["token-carriers"]
+    assert _findings(back) == _findings(run_audit(spark, chaos.config, settled(), codes))
+
+    # a processed record's token put back with its old creation time (as gc-tokens --restore does):
+    # the record is not in the state, so every record is looked at again, and the token is leaked
+    with duckdb.connect() as db:
+        token, message = db.execute(
+            "select list_filter(headers, lambda h: h.key = 'eo-token-id')[1].value::varchar, "
+            "list_filter(headers, lambda h: h.key = 'eo-message-id')[1].value::varchar from "
+            f"read_parquet('{chaos.config_path.parent}/topics/orders/*.parquet') "
+            "where \"partition\" = 0 and \"offset\" = 0").fetchone()
+    with duckdb.connect(chaos.store_target) as db:
+        assert db.execute("select count(*) from billing.eo_tokens where token_id = ?", [token]).fetchone()[0] == 0
+        db.execute("insert into billing.eo_tokens values (?, ?, 'billing', 'restored', timestamptz '2020-01-01')",
+                   [token, message])
+    restored = _recorded(spark, chaos.config, codes, since_last=True)
+    assert "restored?" in restored.run["scan"]["rebuilt"]["token-carriers"]
+    assert _findings(restored) == _findings(run_audit(spark, chaos.config, settled(), codes))
+    assert any(token in item for item in _findings(restored)[("EO203", "billing", "eo_tokens")][1])
+
+
+@pytest.mark.integration
 def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(spark, tmp_path: Path) -> None:
     chaos = recorded_copy(tmp_path)
     alone = run_audit(spark, chaos.config, _options(since_last=True), CODES)
@@ -267,11 +308,13 @@ def test_an_old_history_without_record_indexes_gains_the_column(spark, tmp_path:
 def test_the_cli_flag_reports_the_scan_mode(spark_jars: Path, tmp_path: Path) -> None:
     chaos = recorded_copy(tmp_path)
     env = {"EOCTL_JARS_DIR": str(spark_jars)}
-    plain = run_eoctl("--config", str(chaos.config_path), "--format", "json", "audit", "--fail-on", "critical", env=env)
+    # one check is enough to see the flag at work (and keeps this test's three Spark processes short)
+    audit = ("--config", str(chaos.config_path), "--format", "json", "audit", "--select", "EO101", "--fail-on", "critical")
+    plain = run_eoctl(*audit, env=env)
     assert plain.code in (0, 1), plain.stderr
     records = chaos.config_path.parent / "eoctl-history.records"
     assert not records.exists() or not any(records.iterdir())  # a plain audit keeps no copy of the records
-    args = ("--config", str(chaos.config_path), "--format", "json", "audit", "--since-last", "--fail-on", "critical")
+    args = (*audit, "--since-last")
     first = run_eoctl(*args, env=env)
     assert first.code in (0, 1), first.stderr
     assert json.loads(first.stdout)["run"]["scan"]["mode"] == "full"
@@ -280,7 +323,7 @@ def test_the_cli_flag_reports_the_scan_mode(spark_jars: Path, tmp_path: Path) ->
     second = run_eoctl(*args, env=env)
     scan = json.loads(second.stdout)["run"]["scan"]
     assert scan == {"mode": "incremental", "base_run": json.loads(first.stdout)["run"]["id"], "new_records": 6,
-                    "indexed_records": json.loads(first.stdout)["scanned"]["records"], "continued": STATES}
+                    "indexed_records": json.loads(first.stdout)["scanned"]["records"], "continued": ["messages"]}
     bad = run_eoctl("--config", str(chaos.config_path), "audit", "--since-last", "--range", "orders:0", env=env)
     assert bad.code == 2 and "--since-last" in bad.stderr and "Traceback" not in bad.stderr
 

@@ -172,9 +172,14 @@ class AuditContext:
         self._plan()
         if self.base is None:
             return None
+        return self.with_progress(self.segments_frame(self.base.segments).drop("committed", "processed")).select(
+            *RECORD_COLUMNS)
+
+    def with_progress(self, df: DataFrame) -> DataFrame:
+        """Rows of the base index (records, or a check state's) this run takes from it (bounded()),
+        with `committed` and `processed` from the current committed offsets."""
         # one broadcast join gives both the bounds and the committed offset of each row's partition
-        df = self.bounded(self.segments_frame(self.base.segments).drop("committed", "processed"), "committed")
-        return df.withColumn("processed", _processed()).select(*RECORD_COLUMNS)
+        return self.bounded(df, "committed").withColumn("processed", _processed())
 
     @cached_property
     def records(self) -> DataFrame:

@@ -18,6 +18,69 @@ def _tokens(ctx: AuditContext) -> Iterator[tuple[str, object]]:
             yield name, tokens
 
 
+#: the record columns the token checks read, and the token state keeps (a record never changes them)
+_CARRIER = ["endpoint", "topic", "partition", "offset", "message_id", "token_id"]
+
+
+def _carriers(ctx: AuditContext):
+    """The valid records a token check can report: those carrying a token some store holds, and
+    those in flight; with `processed` and `committed`. Kept as a check state with the store's token
+    ids, so that an `audit --since-last` run takes them from the state and the new records instead
+    of probing every indexed record.
+
+    That is exact when, since the base run, no committed offset moved back (no record came back in
+    flight) and no token appeared that existed before the base run started but was not in its
+    store (a token is created before its record is sent, and lives until the record is processed:
+    an indexed record's token in a store now was in the store the base run read; a restored
+    token breaks that). Otherwise every record is looked at again and `run.scan.rebuilt` says why."""
+    from functools import reduce
+
+    def build():
+        tokens = reduce(lambda a, b: a.unionByName(b), [t.select("token_id", "created_at") for _, t in _tokens(ctx)])
+        ids = ctx.state("token-ids", lambda: tokens.select("token_id").distinct())
+        columns = [*_CARRIER, "committed", "processed"]
+        carried = _continued(ctx, tokens)
+        records = ctx.valid_records.select(*columns) if carried is None else ctx.valid_fresh.select(
+            *columns).unionByName(carried.select(*columns))
+        stored = ctx.keys(ids.withColumn("_stored", F.lit(True)), probe=True)
+        return records.join(stored, "token_id", "left").where(
+            F.col("_stored").isNotNull() | ~F.col("processed")).drop("_stored")
+    carriers = ctx.cached(("token-carriers",), build)
+    ctx.state("token-carriers", lambda: carriers.select(*_CARRIER))
+    return carriers
+
+
+def _continued(ctx: AuditContext, tokens):
+    """The base run's token carriers (bounded, with `processed` now), or None when they are not
+    enough (see _carriers)."""
+    base, name = ctx.base, "token-carriers"
+    if base is None or ctx.base_state(name) is None or ctx.base_state("token-ids") is None:
+        return None
+    if base.committed is None or base.started_at is None:
+        ctx.rebuilt[name] = "the last run's index does not say which committed offsets it saw"
+        return None
+    for endpoint, topics in base.committed.items():
+        if endpoint not in ctx.endpoints:
+            continue
+        for topic, parts in topics.items():
+            for partition, then in parts.items():
+                now = ctx.committed.get(endpoint, {}).get(topic, {}).get(partition)
+                if now is None or now < then:
+                    ctx.rebuilt[name] = (f"the committed offset of {endpoint} on {topic}[{partition}] moved back "
+                                         f"from {then} to {now}: its records are in flight again")
+                    return None
+    import datetime as dt
+
+    started = dt.datetime.fromisoformat(base.started_at).astimezone(dt.timezone.utc).replace(tzinfo=None)
+    late = tokens.where(F.col("created_at") < F.lit(started)).join(
+        ctx.base_state("token-ids"), "token_id", "left_anti").count()  # a store-sized job, usually 0 rows
+    if late:
+        ctx.rebuilt[name] = (f"{late:,} stored token(s) created before the last run started were not in the "
+                             "stores it read (restored?)")
+        return None
+    return ctx.with_progress(ctx.carried(name))
+
+
 def _token_join(ctx: AuditContext, name: str, tokens):
     """ONE join of the token store with the records, shared by EO201-EO203, keeping only the few
     rows they report: tokens no record carries (orphan candidates), tokens of this endpoint's
@@ -30,7 +93,8 @@ def _token_join(ctx: AuditContext, name: str, tokens):
     store in the full outer join."""
     def build():
         stored = ctx.keys(tokens.select("token_id").distinct().withColumn("_stored", F.lit(True)), probe=True)
-        r = ctx.valid_records.select(
+        records = _carriers(ctx) if ctx.keeps_state else ctx.valid_records
+        r = records.select(
             "token_id", "message_id", "topic", "partition", "offset", "processed", "committed",
             (F.col("endpoint") == name).alias("mine"))
         r = r.join(stored, "token_id", "left").where(
