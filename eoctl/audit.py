@@ -69,7 +69,7 @@ def run_audit(
     })
     try:
         step("reading the records of every input")
-        report.scanned["records"] = ctx.records.count()  # the one scan all checks share
+        report.scanned["records"] = ctx.record_count()  # the one scan of the source all checks share
         stats = ctx.fresh_stats() if options.since_last or index_path else []
         report.run["scan"] = _scan_summary(ctx, options, report.scanned["records"], stats)
         for code in codes:

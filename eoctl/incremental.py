@@ -10,7 +10,8 @@ A recorded `--since-last` audit keeps:
 - its *check state*: per record-keyed check, the complete rows behind its findings (the records
   of every flagged message, (producer, sequence), causation) and the sequence bitmaps of EO104.
   Only columns a record never changes are kept; what depends on the stores or the committed
-  offsets is recomputed by every run. A sink with a watermark column keeps EO501/EO502's findings
+  offsets is recomputed by every run. The token checks keep the records carrying a stored token
+  or in flight (eoctl.checks.tokens); a sink with a watermark column keeps EO501/EO502's findings
   and its watermark (eoctl.checks.sinks).
 
 The next `--since-last` run reads the source from the indexed end on, recomputes the index rows'

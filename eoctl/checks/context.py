@@ -194,11 +194,30 @@ class AuditContext:
         the audited endpoints; None when there can be none."""
         from pyspark.sql import functions as F
 
+        from functools import reduce
+
         self._plan()
-        if self.base is None or not any(p.low > 0 for plans in self.plans.values() for p in plans):
+        lows = [(n, p) for n, plans in self.plans.items() for p in plans if p.low > 0]
+        if self.base is None or not lows:
             return None
-        df = self._with_bounds(self.segments_frame(self.base.segments))
-        return df.where(F.col("offset") < F.col("b_low")).select(*RECORD_COLUMNS)
+        # literal comparisons, not a join: Parquet reads only the row groups below a log start
+        below = reduce(lambda a, b: a | b, (
+            (F.col("endpoint") == n) & (F.col("topic") == p.topic) & (F.col("partition") == p.partition)
+            & (F.col("offset") < p.low) for n, p in lows))
+        return self.segments_frame(self.base.segments).where(below).select(*RECORD_COLUMNS)
+
+    def record_count(self) -> int:
+        """How many records the checks see. The index's share comes from its segments' counts, less
+        the rows retention took (dropped), without reading the other rows; when the index holds
+        endpoints this run does not audit, by counting `indexed`."""
+        fresh = self.fresh.count()  # the working copy: written now, counted from its files' footers
+        if self.indexed is None:
+            return fresh
+        audited = {n for n, ep in self.endpoints.items() if ep.input is not None}
+        if not set(self.base.inputs) <= audited:
+            return fresh + self.indexed.count()
+        dropped = self.dropped
+        return fresh + sum(s.records for s in self.base.segments) - (dropped.count() if dropped is not None else 0)
 
     def bounded(self, df: DataFrame, committed: str | None = None) -> DataFrame:
         """The rows of `df` (records, or the check state's records, of a base index) this run takes
