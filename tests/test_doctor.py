@@ -90,11 +90,11 @@ def test_remapped_column_satisfies_the_check(spark, sample_copy: Path) -> None:
 def test_missing_sink_column_and_blob_prefix(spark, sample_copy: Path) -> None:
     shutil.rmtree(sample_copy / "blobs")
     text = (sample_copy / "eoctl.toml").read_text().replace(
-        'key_columns = ["order_id"]', 'key_columns = ["order_no"]\nwatermark_column = "applied_at"')
+        'key_columns = ["order_id"]', 'key_columns = ["order_no"]\nwatermark_column = "ingested_at"')
     (sample_copy / "eoctl.toml").write_text(text)
     rows = _rows(run_doctor(load_config(sample_copy / "eoctl.toml"), lambda: spark))
     assert rows[("endpoints.billing.sinks.invoices", "readable with its columns")] == (
-        Status.FAIL, "sink lacks columns order_no, applied_at")
+        Status.FAIL, "sink lacks columns order_no, ingested_at")
     status, detail = rows[("endpoints.billing.blobs", "blob prefix listable")]
     assert status is Status.FAIL and "does not exist" in detail
 
