@@ -41,9 +41,7 @@ from eoctl.sources.kafka import EARLIEST, LATEST, OffsetRange
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
 
-    from eoctl.checks.context import AuditContext
-
-    from eoctl.checks.context import AuditOptions
+    from eoctl.checks.context import AuditContext, AuditOptions
     from eoctl.report.findings import AuditReport
 
 #: Bumped whenever the derived columns of the working copy change: an index written by another

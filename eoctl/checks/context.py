@@ -63,6 +63,7 @@ class AuditContext:
         self.rebuilt: dict[str, str] = {}  # check states the base had but this run rebuilt: why
         self._persisted: list[DataFrame] = []
         self._shared: dict[tuple, DataFrame] = {}
+        self._values: dict[tuple, Any] = {}
         self._scratch: list[str] = []
 
     # --------------------------------------------------------------------------- endpoints
@@ -192,9 +193,9 @@ class AuditContext:
     def dropped(self) -> DataFrame | None:
         """The base index's rows now below their partition's log start (retention took them), of
         the audited endpoints; None when there can be none."""
-        from pyspark.sql import functions as F
-
         from functools import reduce
+
+        from pyspark.sql import functions as F
 
         self._plan()
         lows = [(n, p) for n, plans in self.plans.items() for p in plans if p.low > 0]
@@ -210,7 +211,7 @@ class AuditContext:
         """How many records the checks see. The index's share comes from its segments' counts, less
         the rows retention took (dropped), without reading the other rows; when the index holds
         endpoints this run does not audit, by counting `indexed`."""
-        fresh = self.fresh.count()  # the working copy: written now, counted from its files' footers
+        fresh = self.fresh.count()  # the working copy (Parquet files' footers, or the cached frame)
         if self.indexed is None:
             return fresh
         audited = {n for n, ep in self.endpoints.items() if ep.input is not None}
@@ -436,6 +437,12 @@ class AuditContext:
 
         frames = [df for (_, key), df in self._tables.items() if key == "intents"]
         return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
+
+    def once(self, key: tuple, compute):
+        """A value several checks share (a sink's watermarks), computed once."""
+        if key not in self._values:
+            self._values[key] = compute()
+        return self._values[key]
 
     def cached(self, key: tuple, build) -> DataFrame:
         """A frame several checks share (a blob listing, a sink), built and persisted once."""

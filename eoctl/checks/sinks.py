@@ -90,6 +90,11 @@ def _findings(ctx: AuditContext, name: str, sink: SinkConfig, code: str, keys: d
 
 
 def _watermarked(ctx: AuditContext, name: str, sink: SinkConfig) -> tuple[DataFrame, DataFrame | None, str | None]:
+    """Once per sink for both checks: see _watermarks."""
+    return ctx.once(("sink-watermarks", name, sink.name), lambda: _watermarks(ctx, name, sink))
+
+
+def _watermarks(ctx: AuditContext, name: str, sink: SinkConfig) -> tuple[DataFrame, DataFrame | None, str | None]:
     """(the rows this run audits: none written after it started; the rows written since the base
     run, or None when every key has to be examined: no base watermark, or the rows at or below it
     changed; why, in that last case). Rows without a watermark are always new. The sink's mark

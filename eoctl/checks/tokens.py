@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
+from functools import reduce
 
 from pyspark.sql import functions as F
 
@@ -33,16 +35,15 @@ def _carriers(ctx: AuditContext):
     store (a token is created before its record is sent, and lives until the record is processed:
     an indexed record's token in a store now was in the store the base run read; a restored
     token breaks that). Otherwise every record is looked at again and `run.scan.rebuilt` says why."""
-    from functools import reduce
-
     def build():
-        tokens = reduce(lambda a, b: a.unionByName(b), [t.select("token_id", "created_at") for _, t in _tokens(ctx)])
-        ids = ctx.state("token-ids", lambda: tokens.select("token_id").distinct())
+        names = tuple(name for name, _ in _tokens(ctx))
+        stored = _stored(ctx, names)
+        ctx.state("token-ids", lambda: stored.select("token_id"))
         columns = [*_CARRIER, "committed", "processed"]
-        carried = _continued(ctx, tokens)
+        carried = _continued(ctx, reduce(lambda a, b: a.unionByName(b), [
+            ctx.table(n, "tokens").select("token_id", "created_at") for n in names]))
         records = ctx.valid_records.select(*columns) if carried is None else ctx.valid_fresh.select(
             *columns).unionByName(carried.select(*columns))
-        stored = ctx.keys(ids.withColumn("_stored", F.lit(True)), probe=True)
         return records.join(stored, "token_id", "left").where(
             F.col("_stored").isNotNull() | ~F.col("processed")).drop("_stored")
     carriers = ctx.cached(("token-carriers",), build)
@@ -50,11 +51,22 @@ def _carriers(ctx: AuditContext):
     return carriers
 
 
+def _stored(ctx: AuditContext, names: tuple[str, ...]):
+    """The distinct token ids the stores of endpoints `names` hold, with `_stored`, persisted and
+    counted once to probe records with (with one token store, the carriers and the token join
+    probe the same set)."""
+    def compute():
+        ids = reduce(lambda a, b: a.unionByName(b), [ctx.table(n, "tokens").select("token_id") for n in names])
+        return ctx.keys(ids.distinct().withColumn("_stored", F.lit(True)), probe=True)
+    return ctx.once(("stored-token-ids", names), compute)
+
+
 def _continued(ctx: AuditContext, tokens):
     """The base run's token carriers (bounded, with `processed` now), or None when they are not
     enough (see _carriers)."""
     base, name = ctx.base, "token-carriers"
-    if base is None or ctx.base_state(name) is None or ctx.base_state("token-ids") is None:
+    ids = ctx.base_state("token-ids")
+    if base is None or ctx.base_state(name) is None or ids is None:
         return None
     if base.committed is None or base.started_at is None:
         ctx.rebuilt[name] = "the last run's index does not say which committed offsets it saw"
@@ -69,11 +81,9 @@ def _continued(ctx: AuditContext, tokens):
                     ctx.rebuilt[name] = (f"the committed offset of {endpoint} on {topic}[{partition}] moved back "
                                          f"from {then} to {now}: its records are in flight again")
                     return None
-    import datetime as dt
-
     started = dt.datetime.fromisoformat(base.started_at).astimezone(dt.timezone.utc).replace(tzinfo=None)
     late = tokens.where(F.col("created_at") < F.lit(started)).join(
-        ctx.base_state("token-ids"), "token_id", "left_anti").count()  # a store-sized job, usually 0 rows
+        ids, "token_id", "left_anti").count()  # a store-sized job, usually 0 rows
     if late:
         ctx.rebuilt[name] = (f"{late:,} stored token(s) created before the last run started were not in the "
                              "stores it read (restored?)")
@@ -92,7 +102,7 @@ def _token_join(ctx: AuditContext, name: str, tokens):
     store is not huge, so the records are streamed once, not shuffled), and only they meet the
     store in the full outer join."""
     def build():
-        stored = ctx.keys(tokens.select("token_id").distinct().withColumn("_stored", F.lit(True)), probe=True)
+        stored = _stored(ctx, (name,))
         records = _carriers(ctx) if ctx.keeps_state else ctx.valid_records
         r = records.select(
             "token_id", "message_id", "topic", "partition", "offset", "processed", "committed",
