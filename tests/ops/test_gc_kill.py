@@ -1,9 +1,14 @@
-"""gc under kill -9 and under a concurrent run, against a real PostgreSQL server, through the CLI.
+"""gc under kill -9 and under a concurrent run, against a real PostgreSQL server.
 
 A test transaction holding a row lock stops a gc run at an exact point inside a batch: on a token
 row, the run blocks inside its delete transaction (journal written, nothing committed); on an
 intent row, it blocks after the tokens' transaction committed and before their intents go. The
 whole process group (Python driver and Spark JVM) is then killed with SIGKILL.
+
+The killed runs and the refused concurrent run are real CLI processes. The runs after them (the
+one that converges, the one that finds nothing left) go through the library in this process, on
+the session's Spark, with the configuration loaded from the same file and environment: a CLI run
+spends most of its half minute starting Spark and planning over a few rows.
 """
 
 from __future__ import annotations
@@ -11,11 +16,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from eoctl.config import load_config
+from eoctl.ops import gc_blobs, gc_tokens
+from eoctl.ops.common import GcOptions
 from tests.helpers.cli import run_eoctl
 from tests.helpers.gc_states import Cell, Item, WrittenState, must_remove, write_state
 from tests.helpers.kill import eoctl_blocked, kill_when_blocked, locked, start_eoctl
@@ -29,8 +38,9 @@ LOCK_INTENT = "select 1 from src.eo_intents where ref = %s for update"
 
 
 def _state(tmp_path: Path, postgres) -> WrittenState:
-    """40 garbage tokens (with intents), 20 garbage blobs (with intents), live tokens and published blobs."""
-    cells = [Cell("sent", (Item("token", "intent", OLD), Item("token", "on_inflight", OLD))) for _ in range(40)]
+    """50 garbage tokens (with intents: five batches of 10), 20 garbage blobs (with intents), live
+    tokens and published blobs."""
+    cells = [Cell("sent", (Item("token", "intent", OLD), Item("token", "on_inflight", OLD))) for _ in range(50)]
     cells += [Cell("sent", (Item("blob", "intent", OLD), Item("blob", "published_processed", OLD))) for _ in range(20)]
     return write_state(tmp_path, cells, dt.datetime.now(dt.timezone.utc), postgres)
 
@@ -61,45 +71,70 @@ def _journal(conninfo: str, table: str, key: str) -> set:
         return set()
 
 
-def _gc(state: WrittenState, command: str) -> dict:
-    result = run_eoctl("--config", str(state.config_path), "--format", "json", command, "--execute",
-                       "--batch-size", "10", env=state.environ)
-    assert result.code == 0, result.stderr
-    return json.loads(result.stdout)
+@pytest.fixture
+def gc(spark, monkeypatch) -> Callable[[WrittenState, str], dict]:
+    """`eoctl --format json COMMAND --execute --batch-size 10` in this process: the state's
+    environment (the PostgreSQL password its configuration interpolates) is set, the configuration
+    loaded from its file, and the run's summary returned (the JSON the CLI prints)."""
+
+    def run(state: WrittenState, command: str) -> dict:
+        for name, value in state.environ.items():
+            monkeypatch.setenv(name, value)
+        config = load_config(state.config_path)
+        gc_run = gc_tokens.gc_tokens if command == "gc-tokens" else gc_blobs.gc_blobs
+        return gc_run(spark, config, GcOptions(execute=True, batch_size=10)).summary()
+
+    return run
 
 
-@pytest.mark.parametrize("lock", ["token", "intent"])
-def test_gc_tokens_killed_mid_batch_converges_on_rerun(postgres, tmp_path: Path, lock: str) -> None:
+def test_gc_tokens_killed_inside_a_batch_then_between_tokens_and_intents_converges(postgres, tmp_path: Path,
+                                                                                   gc) -> None:
     state = _state(tmp_path, postgres)
     db = _conninfo(state, postgres)
     garbage = sorted(t for t, (c, i) in state.tokens.items() if must_remove(c, i))
     live = set(state.tokens) - set(garbage)
-    victim = garbage[25]  # third batch of 10, in token id order
-    _kill_when_blocked(state, db, "gc-tokens", LOCK_TOKEN if lock == "token" else LOCK_INTENT, victim)
+    assert len(garbage) == 50
 
-    # after the kill: whatever was journaled is gone from the store and the rest is untouched
-    present = _rows(db, "select token_id from dst.eo_tokens")
-    journaled = _journal(db, "dst.eoctl_journal_eo_tokens", "token_id")
-    assert live <= present and not journaled & present and present | journaled == set(state.tokens)
-    assert 0 < len(journaled) < len(garbage)
-    if lock == "token":  # killed inside the batch's transaction: the batch left no trace
-        assert victim in present and len(journaled) == 20
-    else:  # killed after the batch's tokens committed, before their intents
-        assert victim not in present and victim in _rows(db, "select ref from src.eo_intents")
+    def left() -> tuple[set, set, set]:
+        """Tokens, their journal and token intents after a kill: whatever was journaled is gone
+        from the store, the rest is untouched, and the run stopped before the last batch."""
+        present = _rows(db, "select token_id from dst.eo_tokens")
+        journaled = _journal(db, "dst.eoctl_journal_eo_tokens", "token_id")
+        assert live <= present and not journaled & present and present | journaled == set(state.tokens)
+        assert 0 < len(journaled) < len(garbage)
+        return present, journaled, _rows(db, "select ref from src.eo_intents where kind = 'token'")
 
-    # the killed run's lease is left behind; the next run takes it over at once (its pid is dead)
+    # killed inside the third batch's transaction (tokens in id order): that batch left no trace
+    victim = garbage[25]
+    _kill_when_blocked(state, db, "gc-tokens", LOCK_TOKEN, victim)
+    present, journaled, intents = left()
+    assert victim in present and journaled == set(garbage[:20]) and intents == set(garbage[20:])
     assert _rows(db, "select name from src.eoctl_leases") == {"gc-tokens"}
-    second = _gc(state, "gc-tokens")
-    assert len(second["finished_leftovers"]) == 1
+
+    # the next CLI run takes the dead run's lease over, marks it interrupted (nothing of it was
+    # half done), and is killed after a later batch's tokens committed, before their intents
+    victim = garbage[35]  # the second batch of what the first run left
+    _kill_when_blocked(state, db, "gc-tokens", LOCK_INTENT, victim)
+    present, journaled, intents = left()
+    assert victim not in present and journaled == set(garbage[:40]) and intents == set(garbage[30:])
+    assert _rows(db, "select name from src.eoctl_leases") == {"gc-tokens"}
+    with psycopg.connect(db) as conn:
+        runs = conn.execute("select run_id, status from src.eoctl_runs order by started_at").fetchall()
+    assert [status for _, status in runs] == ["interrupted", "running"]
+
+    # the next run takes the lease over at once (the holder's pid is dead) and finishes the killed
+    # run's intents before collecting the rest
+    second = gc(state, "gc-tokens")
+    assert second["finished_leftovers"] == [runs[1][0]]
     assert _rows(db, "select token_id from dst.eo_tokens") == live
     assert not _rows(db, "select ref from src.eo_intents where kind = 'token'")
     assert _journal(db, "dst.eoctl_journal_eo_tokens", "token_id") == set(garbage)
-    third = _gc(state, "gc-tokens")
+    third = gc(state, "gc-tokens")
     assert (third["planned"], third["deleted"], third["finished_leftovers"]) == (0, 0, [])
     assert _rows(db, "select token_id from dst.eo_tokens") == live
 
 
-def test_gc_blobs_killed_mid_batch_converges_on_rerun(postgres, tmp_path: Path) -> None:
+def test_gc_blobs_killed_mid_batch_converges_on_rerun(postgres, tmp_path: Path, gc) -> None:
     state = _state(tmp_path, postgres)
     db = _conninfo(state, postgres)
     garbage = sorted(b for b, (c, i) in state.blobs.items() if must_remove(c, i))
@@ -111,16 +146,16 @@ def test_gc_blobs_killed_mid_batch_converges_on_rerun(postgres, tmp_path: Path) 
     assert not files & quarantined and files | quarantined == set(state.blobs)
     assert victim in quarantined and victim in _rows(db, "select ref from src.eo_intents")
 
-    second = _gc(state, "gc-blobs")
+    second = gc(state, "gc-blobs")
     assert len(second["finished_leftovers"]) == 1
     assert {p.name for p in state.blob_dir.iterdir() if p.is_file()} == set(state.blobs) - set(garbage)
     assert not _rows(db, "select ref from src.eo_intents where kind = 'blob'")
     assert _rows(db, "select name from src.eoctl_journal_blobs where state = 'quarantined'") == set(garbage)
-    third = _gc(state, "gc-blobs")
+    third = gc(state, "gc-blobs")
     assert (third["planned"], third["deleted"], third["finished_leftovers"]) == (0, 0, [])
 
 
-def test_two_concurrent_runs_exactly_one_proceeds(postgres, tmp_path: Path) -> None:
+def test_two_concurrent_runs_exactly_one_proceeds(postgres, tmp_path: Path, gc) -> None:
     state = _state(tmp_path, postgres)
     db = _conninfo(state, postgres)
     garbage = sorted(t for t, (c, i) in state.tokens.items() if must_remove(c, i))
@@ -135,4 +170,4 @@ def test_two_concurrent_runs_exactly_one_proceeds(postgres, tmp_path: Path) -> N
     assert first.returncode == 0, err
     assert json.loads(out)["deleted"] == len(garbage)
     # the lease is free again: a later run proceeds (and finds nothing to do)
-    assert _gc(state, "gc-tokens")["deleted"] == 0
+    assert gc(state, "gc-tokens")["deleted"] == 0
