@@ -78,8 +78,10 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
     run = module.gc_tokens if command == "gc-tokens" else module.gc_blobs
     try:
         with progress(app.output is OutputFormat.text) as step:
-            step("starting Spark")
-            result: GcResult = run(app.spark(), config, options, step)
+            def spark():
+                step("starting Spark")
+                return app.spark()
+            result: GcResult = run(spark, config, options, step)
     except Exception:  # known or not, cron's monitoring must see the failure
         if metrics_file is not None:
             write_metrics(metrics_file, GcResult(command, "-", execute, 0, []), success=False)

@@ -147,13 +147,16 @@ def plan_garbage(spark: Any, config: Config, options: GcOptions, kind: GcKind) -
 
 def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
            progress: Callable[[str], None] = lambda _m: None) -> GcResult:
-    """Plan; with options.execute, under the lease: finish killed runs, plan, apply in batches, purge."""
+    """Plan; with options.execute, under the lease: finish killed runs, plan, apply in batches, purge.
+    `spark`: a SparkSession, or a function that starts one: it is called only when the plan needs
+    it, after the lease is held, so a run refused by the lease never starts Spark."""
     run_id = new_run_id()
     grace = int(options.grace.total_seconds())
 
     def planned() -> tuple[Any, list[Tally], list[dict[str, Any]], Any]:
+        session = spark() if callable(spark) else spark
         progress(f"classifying {kind.what}")
-        collectable, tallies, ctx = plan_garbage(spark, config, options, kind)
+        collectable, tallies, ctx = plan_garbage(session, config, options, kind)
         bound_to_limit(tallies, options.max_deletes)
         return collectable, tallies, sample_rows(collectable, options.evidence_rows), ctx
 

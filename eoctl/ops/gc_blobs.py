@@ -249,7 +249,8 @@ KIND = GcKind(COMMAND, "blobs", "name", _classes, ("size", "modified", "reason",
               finish_leftovers, purge)
 
 
-def gc_blobs(spark: SparkSession, config: Config, options: GcOptions,
+def gc_blobs(spark: SparkSession | Callable[[], SparkSession], config: Config, options: GcOptions,
              progress: Callable[[str], None] = lambda _m: None) -> GcResult:
-    """Plan (options.execute False) or quarantine orphaned blobs; see the module doc."""
+    """Plan (options.execute False) or quarantine orphaned blobs; see the module doc. `spark`: a
+    session, or a function that starts one once the lease is held (see run_gc)."""
     return run_gc(spark, config, options, KIND, progress)

@@ -156,7 +156,8 @@ KIND = GcKind(COMMAND, "tokens", "token_id", _classes,
               ("message_id", "created_at", "reason", "intents"), _delete_batch, finish_leftovers, purge)
 
 
-def gc_tokens(spark: SparkSession, config: Config, options: GcOptions,
+def gc_tokens(spark: SparkSession | Callable[[], SparkSession], config: Config, options: GcOptions,
               progress: Callable[[str], None] = lambda _m: None) -> GcResult:
-    """Plan (options.execute False) or collect garbage tokens; see the module doc."""
+    """Plan (options.execute False) or collect garbage tokens; see the module doc. `spark`: a session,
+    or a function that starts one once the lease is held (see run_gc)."""
     return run_gc(spark, config, options, KIND, progress)

@@ -162,10 +162,14 @@ def test_two_concurrent_runs_exactly_one_proceeds(postgres, tmp_path: Path, gc) 
     with locked(db, LOCK_TOKEN, (garbage[5],)):
         first = _start(state, "gc-tokens")
         assert wait_until(lambda: eoctl_blocked(db), 240, 0.2), "the first run never started deleting"
-        second = run_eoctl("--config", str(state.config_path), "gc-tokens", "--execute", env=state.environ)
+        # its own cache folder: a Spark session it started would leave its driver log there
+        cache = tmp_path / "second-cache"
+        second = run_eoctl("--config", str(state.config_path), "gc-tokens", "--execute",
+                           env={**state.environ, "XDG_CACHE_HOME": str(cache)})
         assert second.code == 4, second.stderr
         assert "gc-tokens is already running: run " in second.stderr and "Traceback" not in second.stderr
         assert len(second.stderr.strip().splitlines()) == 1
+        assert not (cache / "eoctl" / "spark-driver.log").exists()  # refused before starting Spark
     out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     assert json.loads(out)["deleted"] == len(garbage)
