@@ -121,9 +121,11 @@ def _token_join(ctx: AuditContext, name: str, tokens):
 
 def _absent(ctx: AuditContext, candidates, key: str, big):
     """`candidates` (few) whose `key` is not in `big`: `big` is filtered by the candidates' keys
-    first (a broadcast semi-join), so it is streamed once instead of shuffled for an anti-join."""
+    first (a broadcast semi-join), so it is streamed once instead of shuffled for an anti-join.
+    The result is computed and kept at once: `big` (every record, a sink) is then scanned once,
+    not again by each later step and by the evidence."""
     present = big.join(ctx.keys(candidates.select(key).distinct()), key, "left_semi").select(key).distinct()
-    return candidates.join(present, key, "left_anti")
+    return ctx.keys(candidates.join(present, key, "left_anti"))
 
 
 def orphan_tokens(ctx: AuditContext) -> Iterator[Hit]:
