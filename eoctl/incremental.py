@@ -222,18 +222,29 @@ def kafka_ranges(plans: list[PartitionPlan]) -> list[OffsetRange]:
 
 
 def archive_predicate(plans: list[PartitionPlan]) -> Column:
-    """Archive rows at or after their partition's start, and every row of unknown partitions. An
-    OR of simple comparisons, so Parquet skips the row groups of old files by their statistics."""
+    """Archive rows at or after their partition's start, and every row of partitions the index
+    does not know. Only comparisons Parquet can decide from a row group's min/max, so the row
+    groups of old files are skipped: the unknown partitions are the ranges around and between the
+    known ones (a `NOT` of equalities would keep every row group holding several partitions)."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
-    def part(p: PartitionPlan) -> Column:
-        return (F.col("topic") == p.topic) & (F.col("partition") == p.partition)
-
-    known = reduce(lambda a, b: a | b, (part(p) for p in plans))
-    fresh = reduce(lambda a, b: a | b, (part(p) & (F.col("offset") >= p.start) for p in plans))
-    return fresh | ~known
+    topic, partition = F.col("topic"), F.col("partition")
+    fresh = reduce(lambda a, b: a | b, ((topic == p.topic) & (partition == p.partition)
+                                        & (F.col("offset") >= p.start) for p in plans))
+    known: dict[str, list[int]] = {}
+    for p in plans:
+        known.setdefault(p.topic, []).append(p.partition)
+    unknown = ~topic.isin(sorted(known))
+    for name, parts in sorted(known.items()):
+        parts = sorted(set(parts))
+        outside = (partition < parts[0]) | (partition > parts[-1])
+        for low, high in zip(parts, parts[1:]):
+            if high > low + 1:
+                outside = outside | partition.between(low + 1, high - 1)
+        unknown = unknown | ((topic == name) & outside)
+    return fresh | unknown
 
 
 # ------------------------------------------------------------------------- index lifecycle
