@@ -1,4 +1,4 @@
-"""Property: over thousands of random pipeline states, gc removes exactly the garbage past the
+"""Property: over about 1,600 random pipeline states, gc removes exactly the garbage past the
 grace period, never a token or blob that is live, referenced, leaked/published or young.
 
 Each Hypothesis example writes 400-500 independent cells (states) into one archive and one store
