@@ -75,11 +75,15 @@ class RecordIndex:
     # what the run's `processed` flags and store reads were taken against (absent in older indexes)
     committed: dict[str, dict[str, dict[int, int]]] | None = None  # endpoint -> topic -> partition -> offset
     started_at: str | None = None  # ISO time the run started, before it read anything
+    # archive inputs: endpoint -> topic -> partition -> lowest offset indexed, the archive's log
+    # start (its old files never change), so EO204 need not read the index for it
+    lows: dict[str, dict[str, dict[int, int]]] | None = None
 
     def to_json(self) -> str:
         return json.dumps({"version": INDEX_VERSION, "segments": [[s.path, s.records] for s in self.segments],
                            "state": self.state, "inputs": self.inputs, "ends": self.ends,
-                           "committed": self.committed, "started_at": self.started_at}, sort_keys=True)
+                           "committed": self.committed, "started_at": self.started_at, "lows": self.lows},
+                          sort_keys=True)
 
     @classmethod
     def from_json(cls, run_id: str, text: str) -> RecordIndex | None:
@@ -89,9 +93,10 @@ class RecordIndex:
         def offsets(tree: dict) -> dict[str, dict[str, dict[int, int]]]:
             return {ep: {t: {int(p): int(o) for p, o in parts.items()} for t, parts in topics.items()}
                     for ep, topics in tree.items()}
-        committed = raw.get("committed")
+        committed, lows = raw.get("committed"), raw.get("lows")
         return cls(run_id, tuple(Segment(p, int(n)) for p, n in raw["segments"]), raw["inputs"], offsets(raw["ends"]),
-                   raw["state"], offsets(committed) if committed is not None else None, raw.get("started_at"))
+                   raw["state"], offsets(committed) if committed is not None else None, raw.get("started_at"),
+                   offsets(lows) if lows is not None else None)
 
     @property
     def paths(self) -> list[str]:
@@ -291,13 +296,35 @@ def keep(spark: SparkSession, config: Config, run_id: str, partial: str, ctx: Au
         for p in plans:
             if p.start >= 0:
                 ends.setdefault(name, {}).setdefault(p.topic, {})[p.partition] = p.start
-    for endpoint, topic, partition, end, _n in stats:
+    for endpoint, topic, partition, end, _n, _low in stats:
         parts = ends.setdefault(endpoint, {}).setdefault(topic, {})
         parts[partition] = max(parts.get(partition, 0), end)
     ctx.keep_index()
     publish(spark, config, run_id, partial)
     return RecordIndex(run_id, tuple(segments), fingerprints(config, ctx.endpoints), ends, state,
-                       ctx.committed, ctx.options.now.isoformat())
+                       ctx.committed, ctx.options.now.isoformat(), _lows(ctx, stats))
+
+
+def _lows(ctx: AuditContext, stats: list) -> dict[str, dict[str, dict[int, int]]] | None:
+    """The index's lowest offset per partition of each archive input (RecordIndex.lows); None
+    unless every archive input's are known (its base kept them, or there is no base)."""
+    lows: dict[str, dict[str, dict[int, int]]] = {}
+    for name, ep in ctx.endpoints.items():
+        if ep.input is None or not ep.input.archive:
+            continue
+        if ctx.base is None:
+            lows[name] = {}
+        else:
+            starts = ctx.archive_starts(name)
+            if starts is None:
+                return None
+            for (topic, partition), low in starts.items():
+                lows.setdefault(name, {}).setdefault(topic, {})[partition] = low
+    if ctx.base is None:
+        for endpoint, topic, partition, _end, _n, low in stats:
+            if endpoint in lows:
+                lows[endpoint].setdefault(topic, {})[partition] = low
+    return lows
 
 
 def publish(spark: SparkSession, config: Config, run_id: str, partial: str) -> str:

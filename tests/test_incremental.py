@@ -411,3 +411,33 @@ def test_the_archive_predicate_keeps_new_and_unknown_rows_and_skips_old_row_grou
     read = _scan_rows(spark.read.parquet(path).where(archive_predicate(known)))
     # 60 new rows of 6,000, in 17 row groups of about 350 rows; NOT(known partitions) read 5,290
     assert 60 <= read <= 1000, read
+
+
+@pytest.mark.integration
+def test_eo204_on_an_archive_continues_from_the_first_offsets_the_index_kept(spark, tmp_path: Path) -> None:
+    from eoctl.history import RUNS, history_db
+    from samples.generator import GenSpec, generate
+
+    generate(GenSpec(2000, tmp_path / "g", partitions=2, log_start_gap=True))
+    config = load_config(tmp_path / "g" / "eoctl.toml")
+    first = _recorded(spark, config, ["EO204"])
+    (finding,) = first.findings
+    assert [(r["partition"], r["log_start"]) for r in finding.evidence] == [(0, 1)]
+    assert first.index.lows == {finding.endpoint: {"orders": {0: 1, 1: 0}}}
+
+    again = _recorded(spark, config, ["EO204"], since_last=True)
+    assert again.run["scan"]["mode"] == "incremental"
+    assert _findings(again) == _findings(first)
+    assert again.index.lows == first.index.lows
+
+    # the log start comes from the lows the index kept, not from reading the index: a low edited
+    # in the history is what the next run reports
+    with history_db(config, create=False) as db:
+        ((text,),) = db.execute(f"select record_index from {db.table(RUNS)} where run_id = %s", [again.run["id"]])
+        edited = json.loads(text)
+        edited["lows"][finding.endpoint]["orders"]["1"] = 10**9
+        db.execute(f"update {db.table(RUNS)} set record_index = %s where run_id = %s",
+                   [json.dumps(edited), again.run["id"]])
+    report = run_audit(spark, config, _options(since_last=True), ["EO204"])
+    assert report.run["scan"]["base_run"] == again.run["id"]
+    assert sorted((r["partition"], r["log_start"]) for r in report.findings[0].evidence) == [(0, 1), (1, 10**9)]

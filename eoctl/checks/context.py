@@ -316,14 +316,30 @@ class AuditContext:
                 plans[name] = incremental.archive_plan(ends)
         self.plans = plans
 
-    def fresh_stats(self) -> list[tuple[str, str, int, int, int]]:
-        """(endpoint, topic, partition, end offset, records) per partition of what this run read
-        from the source: a small aggregate, for the index and the scan summary."""
+    def fresh_stats(self) -> list[tuple[str, str, int, int, int, int]]:
+        """(endpoint, topic, partition, end offset, records, lowest offset) per partition of what
+        this run read from the source: a small aggregate, for the index and the scan summary."""
         from pyspark.sql import functions as F
 
-        out = self.fresh.groupBy("endpoint", "topic", "partition").agg(
-            (F.max("offset") + 1).alias("end"), F.count(F.lit(1)).alias("n")).collect()  # one row per partition
-        return [(x["endpoint"], x["topic"], x["partition"], x["end"], x["n"]) for x in out]
+        def compute():
+            out = self.fresh.groupBy("endpoint", "topic", "partition").agg(
+                (F.max("offset") + 1).alias("end"), F.count(F.lit(1)).alias("n"),
+                F.min("offset").alias("low")).collect()  # one row per partition
+            return [(x["endpoint"], x["topic"], x["partition"], x["end"], x["n"], x["low"]) for x in out]
+        return self.once(("fresh-stats",), compute)
+
+    def archive_starts(self, endpoint: str) -> dict[tuple[str, int], int] | None:
+        """(topic, partition) -> the first offset an archive input holds (its log start), from the
+        base index's lows and this run's records, without reading the index; None when the base
+        does not know them (no base, or one written before lows were kept)."""
+        lows = self.base.lows.get(endpoint) if self.base is not None and self.base.lows is not None else None
+        if lows is None:
+            return None
+        starts = {(t, p): low for t, parts in lows.items() for p, low in parts.items()}
+        for name, topic, partition, _end, _n, low in self.fresh_stats():
+            if name == endpoint:
+                starts[(topic, partition)] = min(low, starts.get((topic, partition), low))
+        return starts
 
     def _working_copy(self, df: DataFrame) -> DataFrame:
         """The records every check reads, computed once. Written as Parquet to the scratch folder
