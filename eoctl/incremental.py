@@ -302,28 +302,17 @@ def keep(spark: SparkSession, config: Config, run_id: str, partial: str, ctx: Au
     ctx.keep_index()
     publish(spark, config, run_id, partial)
     return RecordIndex(run_id, tuple(segments), fingerprints(config, ctx.endpoints), ends, state,
-                       ctx.committed, ctx.options.now.isoformat(), _lows(ctx, stats))
+                       ctx.committed, ctx.options.now.isoformat(), _lows(ctx))
 
 
-def _lows(ctx: AuditContext, stats: list) -> dict[str, dict[str, dict[int, int]]] | None:
-    """The index's lowest offset per partition of each archive input (RecordIndex.lows); None
-    unless every archive input's are known (its base kept them, or there is no base)."""
+def _lows(ctx: AuditContext) -> dict[str, dict[str, dict[int, int]]]:
+    """The index's lowest offset per partition of each archive input (RecordIndex.lows)."""
     lows: dict[str, dict[str, dict[int, int]]] = {}
     for name, ep in ctx.endpoints.items():
-        if ep.input is None or not ep.input.archive:
-            continue
-        if ctx.base is None:
+        if ep.input is not None and ep.input.archive:
             lows[name] = {}
-        else:
-            starts = ctx.archive_starts(name)
-            if starts is None:
-                return None
-            for (topic, partition), low in starts.items():
-                lows.setdefault(name, {}).setdefault(topic, {})[partition] = low
-    if ctx.base is None:
-        for endpoint, topic, partition, _end, _n, low in stats:
-            if endpoint in lows:
-                lows[endpoint].setdefault(topic, {})[partition] = low
+            for (topic, partition), low in ctx.archive_starts(name).items():
+                lows[name].setdefault(topic, {})[partition] = low
     return lows
 
 

@@ -328,18 +328,25 @@ class AuditContext:
             return [(x["endpoint"], x["topic"], x["partition"], x["end"], x["n"], x["low"]) for x in out]
         return self.once(("fresh-stats",), compute)
 
-    def archive_starts(self, endpoint: str) -> dict[tuple[str, int], int] | None:
-        """(topic, partition) -> the first offset an archive input holds (its log start), from the
-        base index's lows and this run's records, without reading the index; None when the base
-        does not know them (no base, or one written before lows were kept)."""
-        lows = self.base.lows.get(endpoint) if self.base is not None and self.base.lows is not None else None
-        if lows is None:
-            return None
-        starts = {(t, p): low for t, parts in lows.items() for p, low in parts.items()}
-        for name, topic, partition, _end, _n, low in self.fresh_stats():
-            if name == endpoint:
-                starts[(topic, partition)] = min(low, starts.get((topic, partition), low))
-        return starts
+    def archive_starts(self, endpoint: str) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the first offset an archive input holds (its log start). Without a
+        base these are the lowest offsets read; continuing from a base that kept them (lows), they
+        come from it and the new records, without reading the index; else from every record."""
+        from pyspark.sql import functions as F
+
+        def compute():
+            base = self.base
+            if base is not None and (base.lows is None or endpoint not in base.lows):
+                rows = self.records.where(F.col("endpoint") == endpoint).groupBy("topic", "partition").agg(
+                    F.min("offset").alias("start")).collect()  # one row per partition
+                return {(r["topic"], r["partition"]): r["start"] for r in rows}
+            starts = {} if base is None else {
+                (t, p): low for t, parts in base.lows[endpoint].items() for p, low in parts.items()}
+            for name, topic, partition, _end, _n, low in self.fresh_stats():
+                if name == endpoint:
+                    starts[(topic, partition)] = min(low, starts.get((topic, partition), low))
+            return starts
+        return self.once(("archive-starts", endpoint), compute)
 
     def _working_copy(self, df: DataFrame) -> DataFrame:
         """The records every check reads, computed once. Written as Parquet to the scratch folder

@@ -181,12 +181,8 @@ def committed_below_log_start(ctx: AuditContext) -> Iterator[Hit]:
         if ep.input.kafka:
             starts = {(p.topic, p.partition): p.log_start
                       for p in partition_offsets(ctx.config.kafka[ep.input.kafka], ep.input.topics)}
-        else:  # an archive's log start is the first offset it holds: known to a base index
+        else:  # an archive's log start is the first offset it holds
             starts = ctx.archive_starts(name)
-            if starts is None:  # one row per partition
-                rows = ctx.records.where(F.col("endpoint") == name).groupBy("topic", "partition").agg(
-                    F.min("offset").alias("start")).collect()
-                starts = {(r["topic"], r["partition"]): r["start"] for r in rows}
         lost = [(t, p, c, starts[(t, p)], starts[(t, p)] - c)
                 for t, parts in ctx.committed[name].items() for p, c in parts.items()
                 if (t, p) in starts and c < starts[(t, p)]]
