@@ -282,6 +282,15 @@ class AuditContext:
         self.state_out[name] = df
         return df
 
+    def built_state(self, name: str) -> DataFrame | None:
+        """A check state this run has already built (another check may read it), else None."""
+        return self._shared.get(("state", name))
+
+    def with_processed(self, df: DataFrame) -> DataFrame:
+        """Records (of this run or a check state) with `committed` and `processed` from the current
+        committed offsets."""
+        return self._with_committed(df).withColumn("processed", _processed())
+
     def _commits(self) -> DataFrame:
         rows = [(n, t, p, o) for n, topics in self.committed.items() for t, parts in topics.items()
                 for p, o in parts.items()]

@@ -150,8 +150,7 @@ def silent_loss(ctx: AuditContext) -> Iterator[Hit]:
         ep = ctx.endpoints[name]
         lost = _token_join(ctx, name, tokens).where(F.col("kind") == "lost").select(
             "topic", "partition", "offset", "message_id", "token_id", "committed")
-        done = ctx.valid_records.where((F.col("endpoint") == name) & F.col("processed"))
-        lost = _absent(ctx, lost, "message_id", done)
+        lost = _absent(ctx, lost, "message_id", _processed_copies(ctx, name))
         outbox = ctx.table(name, "outbox")
         if outbox is not None:  # an entry in progress is a stuck entry (EO301), not a loss
             lost = lost.join(outbox.select(F.col("incoming_message_id").alias("message_id")), "message_id", "left_anti")
@@ -160,6 +159,20 @@ def silent_loss(ctx: AuditContext) -> Iterator[Hit]:
                 F.col(sink.message_id_column).cast("string").alias("message_id"))
             lost = _absent(ctx, lost, "message_id", effects)
         yield "EO202", name, ", ".join(ep.input.topics) if ep.input else name, lost
+
+
+def _processed_copies(ctx: AuditContext, name: str):
+    """Endpoint `name`'s processed records, among which EO202 looks for a copy of each lost
+    candidate. A candidate is a record; another copy of its message on its topic makes the message
+    one the messages state (EO101/EO102) holds every copy of. So when the endpoint reads one topic
+    and this run built that state, it is looked in instead of every record."""
+    ep = ctx.endpoints[name]
+    messages = ctx.built_state("messages")
+    if messages is not None and ep.input is not None and len(ep.input.topics) == 1:
+        copies = ctx.with_processed(messages.where(F.col("endpoint") == name))
+    else:
+        copies = ctx.valid_records.where(F.col("endpoint") == name)
+    return copies.where(F.col("processed"))
 
 
 def leaked_tokens(ctx: AuditContext) -> Iterator[Hit]:
