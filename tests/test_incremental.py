@@ -441,3 +441,13 @@ def test_eo204_on_an_archive_continues_from_the_first_offsets_the_index_kept(spa
     report = run_audit(spark, config, _options(since_last=True), ["EO204"])
     assert report.run["scan"]["base_run"] == again.run["id"]
     assert sorted((r["partition"], r["log_start"]) for r in report.findings[0].evidence) == [(0, 1), (1, 10**9)]
+
+    # an index written without lows: the first offsets come from every record, and are kept
+    with history_db(config, create=False) as db:
+        del edited["lows"]
+        db.execute(f"update {db.table(RUNS)} set record_index = %s where run_id = %s",
+                   [json.dumps(edited), again.run["id"]])
+    gained = _recorded(spark, config, ["EO204"], since_last=True)
+    assert gained.run["scan"]["base_run"] == again.run["id"]
+    assert _findings(gained) == _findings(first)
+    assert gained.index.lows == first.index.lows
