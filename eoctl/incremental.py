@@ -238,12 +238,12 @@ def archive_predicate(plans: list[PartitionPlan]) -> Column:
     topic, partition = F.col("topic"), F.col("partition")
     fresh = reduce(lambda a, b: a | b, ((topic == p.topic) & (partition == p.partition)
                                         & (F.col("offset") >= p.start) for p in plans))
-    known: dict[str, list[int]] = {}
+    known: dict[str, set[int]] = {}
     for p in plans:
-        known.setdefault(p.topic, []).append(p.partition)
+        known.setdefault(p.topic, set()).add(p.partition)
     unknown = ~topic.isin(sorted(known))
-    for name, parts in sorted(known.items()):
-        parts = sorted(set(parts))
+    for name, part_set in sorted(known.items()):
+        parts = sorted(part_set)
         outside = (partition < parts[0]) | (partition > parts[-1])
         for low, high in zip(parts, parts[1:]):
             if high > low + 1:

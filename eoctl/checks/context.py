@@ -146,8 +146,7 @@ class AuditContext:
             frames.append(df.withColumn("endpoint", F.lit(name)))
         if not frames:
             return local_frame(self.spark, [], _EMPTY_RECORDS)
-        df = self._with_committed(reduce(lambda a, b: a.unionByName(b), frames))
-        df = df.withColumn("processed", _processed())
+        df = self.with_processed(reduce(lambda a, b: a.unionByName(b), frames))
         df = df.withColumn("seq", F.col("sequence").try_cast("long"))
         valid = lambda c: F.coalesce(F.is_valid_utf8(F.col(c)), F.lit(True))  # noqa: E731
         df = df.withColumn(
