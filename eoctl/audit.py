@@ -72,6 +72,7 @@ def run_audit(
         report.scanned["records"] = ctx.record_count()  # the one scan of the source all checks share
         stats = ctx.fresh_stats() if options.since_last or index_path else []
         report.run["scan"] = _scan_summary(ctx, options, report.scanned["records"], stats)
+        report.notes = ctx.notes()
         for code in codes:
             step(f"{code}: {CATALOG[code].title}")
             for _code, endpoint, where, df in checks[code](ctx):

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 class Status(str, Enum):
     OK = "ok"
+    WARN = "warn"  # works, with less than the full protocol (a store without intents); never fails doctor
     FAIL = "fail"
     SKIP = "skip"
 
@@ -196,7 +197,7 @@ class _Doctor:
     # ---------------------------------------------------------------------------- stores
 
     def stores(self) -> None:
-        from eoctl.stores.connection import connect, describe, table_columns
+        from eoctl.stores.connection import connect, describe
 
         expected = self._expected_tables()
         for name, store in self.config.stores.items():
@@ -205,20 +206,8 @@ class _Doctor:
             try:
                 with connect(store) as conn:
                     self.add(component, "reachable", Status.OK, describe(store))
-                    for table, columns, owner in expected.get(name, []):
-                        check = f"table {table} ({owner})"
-                        found = table_columns(conn, store, table)
-                        if found is None:
-                            self.add(component, check, Status.FAIL, f"table {table} does not exist in schema "
-                                     f"{store.schema_name}", f"create it, or map {owner}.table to the right name")
-                            continue
-                        missing = [c for c in columns if c not in found]
-                        if missing:
-                            self.add(component, check, Status.FAIL,
-                                     f"table {table} lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
-                                     f"add the column, or map it in {owner}.columns")
-                        else:
-                            self.add(component, check, Status.OK, f"{len(columns)} expected columns present")
+                    for table, kind, columns, owner, users in expected.get(name, []):
+                        self._table(component, conn, store, table, kind, columns, owner, users)
             except EoctlError as exc:
                 fix = "check the path" if isinstance(store, DuckDBStore) else "check host, port, credentials and that the server runs"
                 self.add(component, "reachable", Status.FAIL, exc.one_line(), fix)
@@ -228,26 +217,68 @@ class _Doctor:
                 self.attempt(component, "Spark reads it through JDBC", lambda store=store, table=table: self._jdbc(store, table),
                              "make the JDBC driver available: engine.jars_dir or Maven access")
 
+    def _table(self, component: str, conn, store, table: str, kind: str, columns: dict[str, str], owner: str,
+               users: list[str]) -> None:
+        """One endpoint table: it exists (intents may not: a warning), has its columns, and the rows
+        of endpoints sharing it can be told apart by its owner column (eoctl.stores.layout)."""
+        from eoctl.stores.connection import table_columns
+        from eoctl.stores.layout import OPTIONAL, OWNER, WITHOUT
+
+        check = f"table {table} ({owner})"
+        found = table_columns(conn, store, table)
+        if found is None:
+            if kind in OPTIONAL:
+                self.add(component, check, Status.WARN, f"table {table} does not exist in schema "
+                         f"{store.schema_name}: {WITHOUT[kind]}",
+                         f"nothing to do without register-cleanup; else create it, or map {owner}.table")
+            else:
+                self.add(component, check, Status.FAIL, f"table {table} does not exist in schema "
+                         f"{store.schema_name}", f"create it, or map {owner}.table to the right name")
+            return
+        owner_column = columns[OWNER[kind]]
+        missing = [c for canonical, c in columns.items() if c not in found and canonical != OWNER[kind]]
+        if missing:
+            self.add(component, check, Status.FAIL,
+                     f"table {table} lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
+                     f"add the column, or map it in {owner}.columns")
+            return
+        if owner_column in found:
+            shared = f"; shared by {', '.join(users)}, each reads the rows its name is in" if len(users) > 1 else ""
+            self.add(component, check, Status.OK, f"{len(columns)} expected columns present{shared}")
+        elif len(users) > 1:
+            self.add(component, check, Status.FAIL,
+                     f"table {table} is shared by {', '.join(users)} but has no column {owner_column}: "
+                     "their rows cannot be told apart",
+                     f"add the column (the endpoint's name), map it in {owner}.columns.{OWNER[kind]}, or give "
+                     "each endpoint its own table")
+        else:
+            self.add(component, check, Status.WARN,
+                     f"table {table} has no column {owner_column}: every row is taken as {users[0]}'s",
+                     f"right if the table is {users[0]}'s alone; if it is shared, map {owner}.columns.{OWNER[kind]}")
+
     def _jdbc(self, store, table: str) -> str:
         from eoctl.sources.tables import read_store_table
 
         read_store_table(self.spark, store, table).schema
         return f"{table} schema read through JDBC"
 
-    def _expected_tables(self) -> dict[str, list[tuple[str, list[str], str]]]:
-        """store name -> [(table, mapped column names, config key)] for every endpoint's tables."""
-        out: dict[str, list[tuple[str, list[str], str]]] = {}
-        seen: set[tuple[str, str]] = set()
+    def _expected_tables(self) -> dict[str, list[tuple[str, str, dict[str, str], str, list[str]]]]:
+        """store name -> [(table, kind, canonical -> mapped column, config key of its first user,
+        the endpoints using it)] for every endpoint's tables, once per table."""
+        out: dict[str, list[tuple[str, str, dict[str, str], str, list[str]]]] = {}
+        seen: dict[tuple[str, str], list[str]] = {}
         for ep_name, ep in self.config.endpoints.items():
             for key in ("tokens", "outbox", "intents"):
                 table = getattr(ep, key)
                 store = ep.store_of(table)
-                if store is None or (store, table.table) in seen:
+                if store is None:
                     continue
-                seen.add((store, table.table))
+                if (store, table.table) in seen:
+                    seen[(store, table.table)].append(ep_name)
+                    continue
+                seen[(store, table.table)] = users = [ep_name]
                 out.setdefault(store, []).append(
-                    (table.table, list(table.columns.model_dump().values()), f"endpoints.{ep_name}.{key}")
-                )
+                    (table.table, key, table.columns.model_dump(), f"endpoints.{ep_name}.{key}", users))
         return out
 
     # -------------------------------------------------------------------- blobs and sinks

@@ -21,12 +21,14 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config, EndpointConfig
 from eoctl.errors import SourceError, UsageError
-from eoctl.sources.tables import quote_ident, store_named
+from eoctl.sources.tables import quote_ident
 from eoctl.stores.db import in_list, open_db
+from eoctl.stores.layout import EndpointTable, StoreLayout
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -222,27 +224,20 @@ def _any_in(*conditions: tuple[str, set[str]]) -> tuple[list[str], list[str]]:
 
 
 class _Stores:
-    """Indexed lookups in every endpoint's tokens, outbox and intents tables (read-only)."""
+    """Indexed lookups in every endpoint's tokens, outbox and intents tables (read-only); in a
+    table several endpoints share, each endpoint's own rows (eoctl.stores.layout)."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.layout = StoreLayout(config)
 
-    def _each(self, key: str):
-        for name, ep in self.config.endpoints.items():
-            spec = getattr(ep, key)
-            store = ep.store_of(spec)
-            if store is None:
-                continue
-            yield name, ep, spec, store_named(self.config, store)
-
-    def _query(self, key: str, build) -> list[tuple[str, tuple]]:
-        out: list[tuple[str, tuple]] = []
-        for name, _ep, spec, store in self._each(key):
-            with open_db(store, read_only=True) as db:
-                if db.columns(spec.table) is None:
-                    continue
-                sql, params = build(db.table(spec.table), spec.columns)
-                out += [(name, row) for row in db.execute(sql, params)]
+    def _query(self, key: str, build) -> list[tuple[EndpointTable, tuple]]:
+        out: list[tuple[EndpointTable, tuple]] = []
+        for t in self.layout.tables(key):
+            owned, owner = t.owned()
+            with open_db(t.store, read_only=True) as db:
+                sql, params = build(db.table(t.table), SimpleNamespace(**t.columns))
+                out += [(t, row) for row in db.execute(sql + owned, [*params, *owner])]
         return out
 
     def tokens(self, *, message_ids: set[str], token_ids: set[str]) -> list[TokenRow]:
@@ -253,10 +248,11 @@ class _Stores:
             q = quote_ident
             where, params = _any_in((c.message_id, message_ids), (c.token_id, token_ids))
             return (f"select cast({q(c.token_id)} as varchar), cast({q(c.message_id)} as varchar), "
-                    f"{q(c.destination)}, cast({q(c.attempt_id)} as varchar), {q(c.created_at)} from {table} "
-                    f"where {' or '.join(where)}", params)
+                    f"cast({q(c.attempt_id)} as varchar), {q(c.created_at)} from {table} "
+                    f"where ({' or '.join(where)})", params)
 
-        return [TokenRow(name, t, m, d, a, _utc(c)) for name, (t, m, d, a, c) in self._query("tokens", build)]
+        return [TokenRow(t.endpoint, tid, m, t.owner, a, _utc(c))
+                for t, (tid, m, a, c) in self._query("tokens", build)]
 
     def entries(self, *, incoming: set[str], outgoing: set[str], tokens: set[str]) -> list[Entry]:
         """Pending entries processing one of `incoming`, or holding one of `outgoing` (message
@@ -273,10 +269,10 @@ class _Stores:
                 params.append(f"%{needle}%")
             return (f"select cast({q(c.incoming_message_id)} as varchar), cast({q(c.incoming_token_id)} as varchar), "
                     f"cast({q(c.attempt_id)} as varchar), {q(c.tokens_committed_at)}, {q(c.created_at)}, "
-                    f"cast({q(c.outgoing)} as varchar) from {table} where {' or '.join(where)}", params)
+                    f"cast({q(c.outgoing)} as varchar) from {table} where ({' or '.join(where)})", params)
 
         out = []
-        for name, (m, t, a, committed, created, outgoing_json) in self._query("outbox", build):
+        for table, (m, t, a, committed, created, outgoing_json) in self._query("outbox", build):
             try:
                 messages = json.loads(outgoing_json) if outgoing_json else []
             except ValueError:
@@ -286,7 +282,7 @@ class _Stores:
             messages = [x for x in messages if isinstance(x, dict)]
             holds = any(x.get("message_id") in outgoing or x.get("token_id") in tokens for x in messages)
             if m in incoming or holds:
-                out.append(Entry(name, m, t, a, _utc(committed), _utc(created), messages))
+                out.append(Entry(table.endpoint, m, t, a, _utc(committed), _utc(created), messages))
         return out
 
     def intents(self, *, incoming: set[str], refs: set[str]) -> list[Intent]:
@@ -298,9 +294,9 @@ class _Stores:
             where, params = _any_in((c.incoming_message_id, incoming), (c.ref, refs))
             return (f"select cast({q(c.intent_id)} as varchar), cast({q(c.incoming_message_id)} as varchar), "
                     f"cast({q(c.attempt_id)} as varchar), {q(c.kind)}, cast({q(c.ref)} as varchar), "
-                    f"{q(c.created_at)} from {table} where {' or '.join(where)}", params)
+                    f"{q(c.created_at)} from {table} where ({' or '.join(where)})", params)
 
-        return [Intent(name, i, m, a, k, r, _utc(c)) for name, (i, m, a, k, r, c) in self._query("intents", build)]
+        return [Intent(t.endpoint, i, m, a, k, r, _utc(c)) for t, (i, m, a, k, r, c) in self._query("intents", build)]
 
 
 # ------------------------------------------------------------------------------ topic scans
@@ -556,7 +552,7 @@ def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: Trac
 
     options = options or TraceOptions()
     stores = _Stores(config)
-    notes: list[str] = []
+    notes: list[str] = stores.layout.notes()
     sink_hits: list[SinkRow] = []
     ids: set[str] = set()
     token_ids: set[str] = set()

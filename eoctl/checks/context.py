@@ -17,7 +17,8 @@ from eoctl import incremental
 from eoctl.config.model import Config, EndpointConfig, SinkConfig
 from eoctl.engine.frames import local_frame
 from eoctl.sources import OffsetRange, input_committed_offsets, read_input
-from eoctl.sources.tables import read_store_table, store_named
+from eoctl.sources.tables import read_endpoint_table
+from eoctl.stores.layout import KINDS, StoreLayout
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -415,21 +416,25 @@ class AuditContext:
         return self._tables.get((endpoint, key))
 
     @cached_property
+    def layout(self) -> StoreLayout:
+        """Which rows of each store table are whose (shared tables), and which tables exist."""
+        return StoreLayout(self.config)
+
+    @cached_property
     def _tables(self) -> dict[tuple[str, str], DataFrame]:
         from pyspark.sql import functions as F
 
         out: dict[tuple[str, str], DataFrame] = {}
-        for name, ep in self.endpoints.items():
-            for key in ("tokens", "outbox", "intents"):
-                spec = getattr(ep, key)
-                store = ep.store_of(spec)
-                if store is None:
-                    continue
-                df = read_store_table(self.spark, store_named(self.config, store), spec.table)
-                mapping: dict[str, Any] = spec.columns.model_dump()
-                df = df.select([F.col(f"`{actual}`").alias(canonical) for canonical, actual in mapping.items()])
-                out[(name, key)] = self.persist(df)
+        for name in self.endpoints:
+            for key in KINDS:
+                t = self.layout.table(name, key)
+                if t is not None:
+                    out[(name, key)] = self.persist(read_endpoint_table(self.spark, t))
         return out
+
+    def notes(self) -> list[str]:
+        """What this run could not use (an optional table that does not exist), for the report."""
+        return self.layout.notes(list(self.endpoints))
 
     @cached_property
     def pending_outgoing(self) -> DataFrame:

@@ -278,6 +278,10 @@ class SinkConfig(TableSource):
 
 class EndpointConfig(Strict):
     store: str | None = Field(None, description="store holding this endpoint's tokens, outbox, intents")
+    name_in_store: str | None = Field(
+        None, min_length=1,
+        description="the endpoint's name in shared tables (outbox and intents `endpoint`, tokens `destination`) "
+                    "where it differs from the name of this entry")
     input: TopicInput | None = None
     tokens: TokensTable = TokensTable()
     outbox: OutboxTable = OutboxTable()

@@ -15,6 +15,7 @@ from typing import Any
 from eoctl.config.model import Config, EndpointConfig
 from eoctl.engine.evidence import jsonable
 from eoctl.ops.lease import Lease, RunLog
+from eoctl.stores.layout import StoreLayout
 
 
 def new_run_id() -> str:
@@ -62,6 +63,7 @@ class GcResult:
     finished_leftovers: list[str] = field(default_factory=list)  # killed runs this run completed
     purged: int = 0  # journal rows / quarantined blobs past --retention removed for good
     duration_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # what the plan could not use (no intents table)
 
     def totals(self) -> dict[str, int]:
         keys = ("garbage", "planned", "deleted", "skipped_young", "skipped_over_limit", "skipped_changed")
@@ -72,7 +74,7 @@ class GcResult:
         return {"command": self.command, "run_id": self.run_id, "executed": self.executed,
                 "grace_seconds": self.grace_seconds, **self.totals(), "purged": self.purged,
                 "finished_leftovers": self.finished_leftovers, "duration_seconds": round(self.duration_seconds, 3),
-                "endpoints": [asdict(t) for t in self.tallies]}
+                "notes": self.notes, "endpoints": [asdict(t) for t in self.tallies]}
 
 
 @dataclass
@@ -115,12 +117,13 @@ class GcKind:
     key: str  # the plan's row key: token_id | name
     classify: Callable[..., Any]  # (AuditContext, endpoint) -> classes DataFrame | None
     columns: tuple[str, ...]  # plan columns kept for execution and evidence
-    apply_batch: Callable[..., None]  # (config, endpoint, rows, run_id, options, tally)
-    finish_leftovers: Callable[..., list[str]]  # (config, log, run_id, options) -> finished run ids
-    purge: Callable[[Config, GcOptions], int]
+    # the store tables are reached through the run's one StoreLayout (layout.config is the configuration)
+    apply_batch: Callable[..., None]  # (layout, endpoint, rows, run_id, options, tally)
+    finish_leftovers: Callable[..., list[str]]  # (layout, log, run_id, options) -> finished run ids
+    purge: Callable[[StoreLayout, GcOptions], int]
 
 
-def plan_garbage(spark: Any, config: Config, options: GcOptions, kind: GcKind) -> tuple[Any, list[Tally], Any]:
+def plan_garbage(spark: Any, layout: StoreLayout, options: GcOptions, kind: GcKind) -> tuple[Any, list[Tally], Any]:
     """(collectable rows, one tally per endpoint in name order, the context to release). Evidence
     comes from every endpoint (a pending entry of one holds tokens of another); only the selected
     endpoints' garbage is collected."""
@@ -130,7 +133,9 @@ def plan_garbage(spark: Any, config: Config, options: GcOptions, kind: GcKind) -
 
     from eoctl.checks.context import AuditContext, AuditOptions
 
+    config = layout.config
     ctx = AuditContext(spark, config, AuditOptions(now=options.now, grace=options.grace))
+    ctx.layout = layout  # one look at the stores' tables for the plan and the execution
     frames, tallies = [], []
     for name in selected(config, options.endpoints):
         classes = kind.classify(ctx, name)
@@ -152,36 +157,38 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
     it, after the lease is held, so a run refused by the lease never starts Spark."""
     run_id = new_run_id()
     grace = int(options.grace.total_seconds())
+    layout = StoreLayout(config)
 
     def planned() -> tuple[Any, list[Tally], list[dict[str, Any]], Any]:
         session = spark() if callable(spark) else spark
         progress(f"classifying {kind.what}")
-        collectable, tallies, ctx = plan_garbage(session, config, options, kind)
+        collectable, tallies, ctx = plan_garbage(session, layout, options, kind)
         bound_to_limit(tallies, options.max_deletes)
         return collectable, tallies, sample_rows(collectable, options.evidence_rows), ctx
 
     if not options.execute:
         collectable, tallies, sample, ctx = planned()
         ctx.release()
-        return GcResult(kind.command, run_id, False, grace, tallies, sample)
+        return GcResult(kind.command, run_id, False, grace, tallies, sample, notes=layout.notes(options.endpoints))
 
     def work(lease: Lease, log: RunLog) -> GcResult:
         progress("finishing interrupted runs")
-        leftovers = kind.finish_leftovers(config, log, run_id, options)
+        leftovers = kind.finish_leftovers(layout, log, run_id, options)
         collectable, tallies, sample, ctx = planned()
         try:
             if collectable is not None:
-                _apply_in_batches(config, collectable, tallies, options, run_id, lease, kind, progress)
+                _apply_in_batches(layout, collectable, tallies, options, run_id, lease, kind, progress)
         finally:
             ctx.release()
         progress("purging what is past the retention")
-        purged = kind.purge(config, options)
-        return GcResult(kind.command, run_id, True, grace, tallies, sample, leftovers, purged)
+        purged = kind.purge(layout, options)
+        return GcResult(kind.command, run_id, True, grace, tallies, sample, leftovers, purged,
+                        notes=layout.notes(options.endpoints))
 
     return run_changing(config, kind.command, run_id, work)
 
 
-def _apply_in_batches(config: Config, collectable: Any, tallies: list[Tally], options: GcOptions, run_id: str,
+def _apply_in_batches(layout: StoreLayout, collectable: Any, tallies: list[Tally], options: GcOptions, run_id: str,
                       lease: Lease, kind: GcKind, progress: Callable[[str], None]) -> None:
     """At most --max-deletes rows, in endpoint then key order (as `bound_to_limit` counted them),
     computed once and streamed to the driver in batches of --batch-size, one endpoint per batch;
@@ -196,14 +203,14 @@ def _apply_in_batches(config: Config, collectable: Any, tallies: list[Tally], op
         current: str | None = None
         for row in rows.orderBy("endpoint", kind.key).toLocalIterator():
             if batch and (row["endpoint"] != current or len(batch) >= options.batch_size):
-                kind.apply_batch(config, current, batch, run_id, options, by_endpoint[current])
+                kind.apply_batch(layout, current, batch, run_id, options, by_endpoint[current])
                 lease.renew()
                 progress(f"{sum(t.deleted for t in tallies)} {kind.what} removed")
                 batch = []
             current = row["endpoint"]
             batch.append(row)
         if batch:
-            kind.apply_batch(config, current, batch, run_id, options, by_endpoint[current])
+            kind.apply_batch(layout, current, batch, run_id, options, by_endpoint[current])
     finally:
         rows.unpersist()
 
@@ -229,7 +236,7 @@ def restore_run(config: Config, command: str, run_id: str, what: str, put_back: 
     """Under the command's lease: `put_back` (returns how many `what` it restored), then the intents
     the run removed; the run is then marked restored, and restoring it again does nothing."""
     from eoctl.errors import UsageError
-    from eoctl.ops.journal import intent_tables, restore_table
+    from eoctl.ops.journal import restore_table
 
     log = RunLog(config)
     known = log.get(run_id)
@@ -239,8 +246,8 @@ def restore_run(config: Config, command: str, run_id: str, what: str, put_back: 
         return RestoreResult(command, run_id, {what: 0, "intents": 0}, already_restored=True)
     with Lease(config, command, new_run_id()):
         restored = {what: put_back()}
-        restored["intents"] = sum(restore_table(it.store, it.table, it.cols.intent_id, run_id)
-                                  for it in intent_tables(config))
+        restored["intents"] = sum(restore_table(it.store, it.table, it.col("intent_id"), run_id)
+                                  for it in StoreLayout(config).distinct_tables("intents"))
         log.set_status(run_id, "restored")
     return RestoreResult(command, run_id, restored)
 

@@ -18,16 +18,11 @@ from typing import TYPE_CHECKING, Any
 from eoctl.config.model import Config
 from eoctl.errors import SourceError, UsageError
 from eoctl.ops.common import GcKind, GcOptions, GcResult, RestoreResult, Tally, restore_run, run_gc
-from eoctl.ops.journal import (
-    intent_table,
-    intent_tables,
-    intents_naming,
-    journal_and_delete_intents,
-    remove_intents_of,
-)
+from eoctl.ops.journal import intents_naming, journal_and_delete_intents, remove_intents_of
 from eoctl.ops.lease import RunLog, utcnow
 from eoctl.sources.tables import store_named
 from eoctl.stores.db import Db, StoreConfig, in_list, open_db
+from eoctl.stores.layout import StoreLayout
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -103,9 +98,9 @@ def _ensure_journal(db: Db) -> None:
 # --------------------------------------------------------------------------------- execute
 
 
-def _quarantine_batch(config: Config, endpoint: str, batch: list[Any], run_id: str, options: GcOptions,
+def _quarantine_batch(layout: StoreLayout, endpoint: str, batch: list[Any], run_id: str, options: GcOptions,
                       tally: Tally) -> None:
-    prefix = blob_prefix(config, endpoint)
+    prefix = blob_prefix(layout.config, endpoint)
     assert prefix is not None
     now = utcnow()
     with open_db(prefix.store) as db:
@@ -114,10 +109,10 @@ def _quarantine_batch(config: Config, endpoint: str, batch: list[Any], run_id: s
             for r in batch:
                 db.execute(f"insert into {db.table(JOURNAL)} values (%s, %s, %s, %s, %s, %s, 'moving')",
                            [run_id, endpoint, r["name"], r["size"], _utc(r["modified"]), now])
-    moved = _move_journaled(config, prefix, run_id, [r["name"] for r in batch], options.cutoff)
+    moved = _move_journaled(prefix, run_id, [r["name"] for r in batch], options.cutoff)
     tally.deleted += len(moved)
     tally.skipped_changed += len(batch) - len(moved)
-    remove_intents_of(config, "blob", batch, moved, "name", run_id)
+    remove_intents_of(layout, "blob", batch, moved, "name", run_id)
 
 
 def _utc(value: Any) -> Any:
@@ -126,7 +121,7 @@ def _utc(value: Any) -> Any:
     return value
 
 
-def _move_journaled(config: Config, prefix: BlobPrefix, run_id: str, names: list[str],
+def _move_journaled(prefix: BlobPrefix, run_id: str, names: list[str],
                     cutoff: dt.datetime | None) -> set[str]:
     """Move the `moving` blobs of a run into quarantine and mark them; returns the names now in
     quarantine. A blob modified since the plan (younger than the cutoff) is left and marked `changed`."""
@@ -162,19 +157,19 @@ def _prefixes(config: Config) -> list[BlobPrefix]:
     return [p for p in (blob_prefix(config, n) for n, ep in config.endpoints.items() if ep.blobs) if p is not None]
 
 
-def finish_leftovers(config: Config, log: RunLog, run_id: str, options: GcOptions | None = None) -> list[str]:
+def finish_leftovers(layout: StoreLayout, log: RunLog, run_id: str, options: GcOptions | None = None) -> list[str]:
     """Complete a killed run: blobs journaled as `moving` are moved (the age re-check still holds),
     and the intents of its quarantined blobs are removed."""
     finished = []
     for old in log.unfinished(COMMAND, run_id):
-        for prefix in _prefixes(config):
+        for prefix in _prefixes(layout.config):
             moving = _journal_rows(prefix, old, ("moving",))
             if moving:
-                _move_journaled(config, prefix, old, moving, None)
+                _move_journaled(prefix, old, moving, None)
             quarantined = _journal_rows(prefix, old, ("quarantined",))
             for start in range(0, len(quarantined), 500):
                 part = quarantined[start:start + 500]
-                it = intent_table(config, prefix.endpoint)
+                it = layout.table(prefix.endpoint, "intents")
                 if it is not None:
                     ids = intents_naming(it, "blob", part)
                     if ids:
@@ -184,13 +179,13 @@ def finish_leftovers(config: Config, log: RunLog, run_id: str, options: GcOption
     return finished
 
 
-def purge(config: Config, options: GcOptions) -> int:
+def purge(layout: StoreLayout, options: GcOptions) -> int:
     """Quarantined blobs older than --retention are deleted for good (and their intents' journal)."""
-    from eoctl.ops.journal import purge_journal, q
+    from eoctl.ops.journal import purge_journal
 
     before = utcnow() - options.retention
     purged = 0
-    for prefix in _prefixes(config):
+    for prefix in _prefixes(layout.config):
         with open_db(prefix.store) as db:
             if db.columns(JOURNAL) is None:
                 continue
@@ -210,8 +205,8 @@ def purge(config: Config, options: GcOptions) -> int:
                                "and endpoint = %s and name = %s", [run, prefix.endpoint, name])
         for run in runs:
             prefix.prune(run)
-    for it in intent_tables(config):
-        purge_journal(it.store, it.table, before, f" and {q(it.cols.kind)} = %s", ("blob",))
+    for it in layout.distinct_tables("intents"):
+        purge_journal(it.store, it.table, before, f" and {it.q('kind')} = %s", ("blob",))
     return purged
 
 

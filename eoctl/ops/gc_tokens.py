@@ -3,9 +3,9 @@
 Plan (Spark, read-only): every token classified (eoctl.ops.reconcile); the collectable ones are
 garbage older than the grace period. Execute, under the single-runner lease, per batch of one
 endpoint's tokens and in one transaction of its store: copy the rows to the journal table
-(`eoctl_journal_<tokens table>`, same columns plus the run id), re-checking the age (and, when
-the endpoint's outbox is in the same store, that no pending entry holds the token), then delete
-exactly the journaled rows. The intents that registered those tokens follow, journaled the same
+(`eoctl_journal_<tokens table>`, same columns plus the run id), re-checking the age (and, for
+the outboxes in the same store, that no pending entry holds the token), then delete exactly the
+journaled rows; in a table several endpoints share, only the endpoint's own rows. The intents that registered those tokens follow, journaled the same
 way in their own store. A run killed between the two is finished by the next run. `--restore RUN`
 copies a run's journal back.
 """
@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from eoctl.config.model import Config, TokenColumns
+from eoctl.config.model import Config
 from eoctl.ops.common import GcKind, GcOptions, GcResult, RestoreResult, Tally, chunks, restore_run, run_gc
 from eoctl.ops.journal import (
     JOURNAL_EXTRA,
-    intent_tables,
     intents_naming,
     journal_and_delete_intents,
     journal_of,
@@ -31,8 +29,8 @@ from eoctl.ops.journal import (
     restore_table,
 )
 from eoctl.ops.lease import RunLog, utcnow
-from eoctl.sources.tables import store_named
-from eoctl.stores.db import StoreConfig, in_list, open_db
+from eoctl.stores.db import in_list, open_db
+from eoctl.stores.layout import EndpointTable, StoreLayout
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,86 +38,62 @@ if TYPE_CHECKING:
 COMMAND = "gc-tokens"
 
 
-@dataclass(frozen=True)
-class TokenTable:
-    store_name: str
-    store: StoreConfig
-    table: str
-    cols: TokenColumns
-    outbox: str | None  # the endpoint's outbox table when it lives in the same store
-    outbox_incoming_token: str | None
-
-
-def token_table(config: Config, name: str) -> TokenTable | None:
-    ep = config.endpoint(name)
-    store = ep.store_of(ep.tokens)
-    if store is None:
-        return None
-    same = ep.store_of(ep.outbox) == store
-    return TokenTable(store, store_named(config, store), ep.tokens.table, ep.tokens.columns,
-                      ep.outbox.table if same else None, ep.outbox.columns.incoming_token_id if same else None)
-
-
-def _delete_batch(config: Config, endpoint: str, batch: list[Any], run_id: str, options: GcOptions,
+def _delete_batch(layout: StoreLayout, endpoint: str, batch: list[Any], run_id: str, options: GcOptions,
                   tally: Tally) -> None:
-    table = token_table(config, endpoint)
+    table = layout.table(endpoint, "tokens")
     assert table is not None
     ids = [r["token_id"] for r in batch]
-    removed = _journal_and_delete_tokens(table, ids, run_id, options.cutoff)
+    removed = _journal_and_delete_tokens(layout, table, ids, run_id, options.cutoff)
     tally.deleted += len(removed)
     tally.skipped_changed += len(ids) - len(removed)
-    remove_intents_of(config, "token", batch, removed, "token_id", run_id)
+    remove_intents_of(layout, "token", batch, removed, "token_id", run_id)
 
 
-def _journal_and_delete_tokens(t: TokenTable, ids: list[str], run_id: str, cutoff: dt.datetime) -> set[str]:
-    """One transaction: journal the still-collectable rows among `ids`, delete exactly those."""
-    c = t.cols
+def _journal_and_delete_tokens(layout: StoreLayout, t: EndpointTable, ids: list[str], run_id: str,
+                               cutoff: dt.datetime) -> set[str]:
+    """One transaction: journal the still-collectable rows among `ids` (of this endpoint: in a
+    shared table, never another endpoint's), delete exactly those."""
     journal = journal_of(t.table)
+    owned, owner = t.owned()
+    # a pending entry of any endpoint whose outbox lives in the same store may have taken the token
+    outboxes = {(o.table, o.col("incoming_token_id")) for o in layout.tables("outbox") if o.store_name == t.store_name}
     with open_db(t.store) as db:
         cols = db.ensure_copy_table(t.table, journal, JOURNAL_EXTRA)
         col_list = ", ".join(q(x) for x in cols)
-        guard = f"{q(c.created_at)} < %s"
-        params: list[Any] = [run_id, utcnow(), *ids, cutoff]
-        if t.outbox and db.columns(t.outbox) is not None:
-            guard += (f" and {q(c.token_id)} not in (select {q(t.outbox_incoming_token)} from {db.table(t.outbox)} "
-                      f"where {q(t.outbox_incoming_token)} is not null)")
+        guard = f"{t.q('created_at')} < %s{owned}"
+        params: list[Any] = [run_id, utcnow(), *ids, cutoff, *owner]
+        for outbox, incoming in sorted(outboxes):
+            guard += (f" and {t.q('token_id')} not in (select {q(incoming)} from {db.table(outbox)} "
+                      f"where {q(incoming)} is not null)")
         with db.tx():
             db.execute(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
                        f"select {col_list}, %s, %s from {db.table(t.table)} "
-                       f"where {q(c.token_id)} in {in_list(ids)} and {guard}", params)
+                       f"where {t.q('token_id')} in {in_list(ids)} and {guard}", params)
             journaled = [r[0] for r in db.execute(
-                f"select {q(c.token_id)} from {db.table(journal)} where eoctl_run_id = %s "
-                f"and {q(c.token_id)} in {in_list(ids)}", [run_id, *ids])]
+                f"select {t.q('token_id')} from {db.table(journal)} where eoctl_run_id = %s "
+                f"and {t.q('token_id')} in {in_list(ids)}", [run_id, *ids])]
             if journaled:
-                db.execute(f"delete from {db.table(t.table)} where {q(c.token_id)} in {in_list(journaled)}", journaled)
+                db.execute(f"delete from {db.table(t.table)} where {t.q('token_id')} in {in_list(journaled)}{owned}",
+                           [*journaled, *owner])
     return set(journaled)
 
 
-def _token_tables(config: Config, names: list[str] | None = None) -> list[TokenTable]:
-    seen: dict[tuple[str, str], TokenTable] = {}
-    for name in names or list(config.endpoints):
-        t = token_table(config, name)
-        if t is not None:
-            seen.setdefault((t.store_name, t.table), t)
-    return list(seen.values())
-
-
-def _journaled_ids(t: TokenTable, run_id: str) -> list[str]:
+def _journaled_ids(t: EndpointTable, run_id: str) -> list[str]:
     with open_db(t.store) as db:
         if db.columns(journal_of(t.table)) is None:
             return []
-        return [r[0] for r in db.execute(f"select {q(t.cols.token_id)} from {db.table(journal_of(t.table))} "
+        return [r[0] for r in db.execute(f"select {t.q('token_id')} from {db.table(journal_of(t.table))} "
                                          "where eoctl_run_id = %s", [run_id])]
 
 
-def finish_leftovers(config: Config, log: RunLog, run_id: str, options: GcOptions) -> list[str]:
+def finish_leftovers(layout: StoreLayout, log: RunLog, run_id: str, options: GcOptions) -> list[str]:
     """A run killed after journaling a batch of tokens but before their intents: remove those
     intents now (journaled under the killed run's id, so its restore stays whole)."""
     finished = []
     for old in log.unfinished(COMMAND, run_id):
-        for t in _token_tables(config):
+        for t in layout.distinct_tables("tokens"):
             for part in chunks(_journaled_ids(t, old), options.batch_size):
-                for it in intent_tables(config):
+                for it in layout.distinct_tables("intents"):
                     intent_ids = intents_naming(it, "token", part)
                     if intent_ids:
                         journal_and_delete_intents(it, "token", intent_ids, part, old)
@@ -128,12 +102,12 @@ def finish_leftovers(config: Config, log: RunLog, run_id: str, options: GcOption
     return finished
 
 
-def purge(config: Config, options: GcOptions) -> int:
+def purge(layout: StoreLayout, options: GcOptions) -> int:
     """Journal rows older than --retention are removed for good (they can no longer be restored)."""
     before = utcnow() - options.retention
-    purged = sum(purge_journal(t.store, t.table, before) for t in _token_tables(config))
-    for it in intent_tables(config):  # the intents journal also holds gc-blobs' rows: only token intents
-        purged += purge_journal(it.store, it.table, before, f" and {q(it.cols.kind)} = %s", ("token",))
+    purged = sum(purge_journal(t.store, t.table, before) for t in layout.distinct_tables("tokens"))
+    for it in layout.distinct_tables("intents"):  # the intents journal also holds gc-blobs' rows: only token intents
+        purged += purge_journal(it.store, it.table, before, f" and {it.q('kind')} = %s", ("token",))
     return purged
 
 
@@ -143,7 +117,8 @@ def purge(config: Config, options: GcOptions) -> int:
 def restore(config: Config, run_id: str) -> RestoreResult:
     """Put back every token and intent a run removed (rows the store has again are left alone)."""
     return restore_run(config, COMMAND, run_id, "tokens", lambda: sum(
-        restore_table(t.store, t.table, t.cols.token_id, run_id) for t in _token_tables(config)))
+        restore_table(t.store, t.table, t.col("token_id"), run_id)
+        for t in StoreLayout(config).distinct_tables("tokens")))
 
 
 def _classes(ctx: Any, name: str) -> Any:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
-from eoctl.config.model import Config, IntentColumns
 from eoctl.ops.lease import utcnow
-from eoctl.sources.tables import quote_ident, store_named
+from eoctl.sources.tables import quote_ident
 from eoctl.stores.db import StoreConfig, in_list, open_db
+from eoctl.stores.layout import EndpointTable, StoreLayout
 
 JOURNAL_EXTRA = (("eoctl_run_id", "varchar"), ("eoctl_removed_at", "timestamptz"))
 
@@ -28,37 +27,13 @@ def q(name: str) -> str:
     return quote_ident(name)
 
 
-@dataclass(frozen=True)
-class IntentTable:
-    store_name: str
-    store: StoreConfig
-    table: str
-    cols: IntentColumns
-
-
-def intent_table(config: Config, name: str) -> IntentTable | None:
-    ep = config.endpoint(name)
-    store = ep.store_of(ep.intents)
-    if store is None:
-        return None
-    return IntentTable(store, store_named(config, store), ep.intents.table, ep.intents.columns)
-
-
-def intent_tables(config: Config) -> list[IntentTable]:
-    seen: dict[tuple[str, str], IntentTable] = {}
-    for name in config.endpoints:
-        it = intent_table(config, name)
-        if it is not None:
-            seen.setdefault((it.store_name, it.table), it)
-    return list(seen.values())
-
-
-def journal_and_delete_intents(it: IntentTable, kind: str, intent_ids: list[str], refs: list[str],
+def journal_and_delete_intents(it: EndpointTable, kind: str, intent_ids: list[str], refs: list[str],
                                run_id: str) -> int:
     """In the intents' store: journal and delete the `kind` intents among `intent_ids` whose ref
-    is one of `refs` (tokens or blobs this run removed). One transaction per 500 intents."""
-    c = it.cols
+    is one of `refs` (tokens or blobs this run removed), of the endpoint the table is `it`'s (in a
+    shared table, never another endpoint's rows). One transaction per 500 intents."""
     journal = journal_of(it.table)
+    owned, owner = it.owned()
     removed = 0
     with open_db(it.store) as db:
         cols = db.ensure_copy_table(it.table, journal, JOURNAL_EXTRA)
@@ -67,17 +42,18 @@ def journal_and_delete_intents(it: IntentTable, kind: str, intent_ids: list[str]
             part = intent_ids[start:start + 500]
             with db.tx():
                 db.execute(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
-                           f"select {col_list}, %s, %s from {db.table(it.table)} where {q(c.intent_id)} in "
-                           f"{in_list(part)} and {q(c.kind)} = %s and {q(c.ref)} in {in_list(refs)}",
-                           [run_id, utcnow(), *part, kind, *refs])
+                           f"select {col_list}, %s, %s from {db.table(it.table)} where {it.q('intent_id')} in "
+                           f"{in_list(part)} and {it.q('kind')} = %s and {it.q('ref')} in {in_list(refs)}{owned}",
+                           [run_id, utcnow(), *part, kind, *refs, *owner])
                 removed += db.rowcount(
-                    f"delete from {db.table(it.table)} where {q(c.intent_id)} in (select {q(c.intent_id)} "
-                    f"from {db.table(journal)} where eoctl_run_id = %s) and {q(c.intent_id)} in {in_list(part)}",
+                    f"delete from {db.table(it.table)} where {it.q('intent_id')} in (select {it.q('intent_id')} "
+                    f"from {db.table(journal)} where eoctl_run_id = %s) and {it.q('intent_id')} in {in_list(part)}",
                     [run_id, *part])
     return removed
 
 
-def remove_intents_of(config: Config, kind: str, rows: list[Any], removed: set[str], key: str, run_id: str) -> None:
+def remove_intents_of(layout: StoreLayout, kind: str, rows: list[Any], removed: set[str], key: str,
+                      run_id: str) -> None:
     """Journal and delete the intents (listed in each plan row's `intents`) of the rows this run removed."""
     by_sender: dict[str, list[str]] = defaultdict(list)
     for r in rows:
@@ -85,19 +61,19 @@ def remove_intents_of(config: Config, kind: str, rows: list[Any], removed: set[s
             for i in r["intents"] or []:
                 by_sender[i["sender"]].append(i["intent_id"])
     for sender, intent_ids in by_sender.items():
-        it = intent_table(config, sender)
+        it = layout.table(sender, "intents")
         if it is not None:
             journal_and_delete_intents(it, kind, intent_ids, sorted(removed), run_id)
 
 
-def intents_naming(it: IntentTable, kind: str, refs: list[str]) -> list[str]:
-    """Ids of the `kind` intents whose ref is one of `refs`."""
-    c = it.cols
+def intents_naming(it: EndpointTable, kind: str, refs: list[str]) -> list[str]:
+    """Ids of the `kind` intents whose ref is one of `refs` (of every endpoint sharing the table:
+    the caller goes through each physical table once)."""
     with open_db(it.store) as db:
         if db.columns(it.table) is None:
             return []
         return [r[0] for r in db.execute(
-            f"select {q(c.intent_id)} from {db.table(it.table)} where {q(c.kind)} = %s and {q(c.ref)} in "
+            f"select {it.q('intent_id')} from {db.table(it.table)} where {it.q('kind')} = %s and {it.q('ref')} in "
             f"{in_list(refs)}", [kind, *refs])]
 
 

@@ -240,6 +240,7 @@ class ReconcileReport:
     #: endpoint -> class (the token classes, then "missing" for in-flight records without a token) -> count
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     evidence: list[ClassEvidence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be used (a store without intents)
 
 
 def run_reconcile(spark: SparkSession, config: Config, *, endpoints: list[str] | None = None,
@@ -258,6 +259,7 @@ def run_reconcile(spark: SparkSession, config: Config, *, endpoints: list[str] |
     report = ReconcileReport(run={"id": run_id, "started_at": options.now.isoformat(),
                                   "grace_seconds": int(grace.total_seconds())})
     try:
+        report.notes = ctx.layout.notes(endpoints)
         for name in selected(config, endpoints):
             progress(f"classifying the tokens of {name}")
             classes = token_classes(ctx, name)

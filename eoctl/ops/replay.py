@@ -27,13 +27,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from eoctl.config.model import Config, EndpointConfig
+from eoctl.config.model import Config
 from eoctl.errors import SourceError, UsageError
 from eoctl.ops.common import new_run_id, selected
-from eoctl.ops.journal import q
 from eoctl.ops.lease import Lease, RunLog, utcnow
-from eoctl.sources.tables import store_named
 from eoctl.stores.db import Db, open_db
+from eoctl.stores.layout import EndpointTable, StoreLayout
 
 COMMAND = "replay-outbox"
 
@@ -103,36 +102,29 @@ class ReplayResult:
 # ------------------------------------------------------------------------------ finding them
 
 
-def _outbox(config: Config, name: str, ep: EndpointConfig):
-    store = ep.store_of(ep.outbox)
-    return None if store is None else store_named(config, store)
-
-
-def find_stuck(config: Config, options: ReplayOptions) -> list[StuckEntry]:
+def find_stuck(layout: StoreLayout, options: ReplayOptions) -> list[StuckEntry]:
     """Pending entries older than --stuck-after (or the --entry ones), oldest first, at most
-    --max-entries: after an outage the outbox may hold millions, and only a run's worth is read."""
+    --max-entries: after an outage the outbox may hold millions, and only a run's worth is read.
+    In an outbox several endpoints share, each endpoint's own rows (layout)."""
     found: list[StuckEntry] = []
-    for name, ep in selected(config, options.endpoints).items():
-        store = _outbox(config, name, ep)
-        if store is None:
+    for name in selected(layout.config, options.endpoints):
+        t = layout.table(name, "outbox")
+        if t is None:
             continue
-        c = ep.outbox.columns
-        with open_db(store, read_only=True) as db:
-            if db.columns(ep.outbox.table) is None:
-                continue
-            where = [f"{q(c.endpoint)} = %s"]
-            params: list[Any] = [name]
+        owned, owner = t.owned()
+        with open_db(t.store, read_only=True) as db:
+            where, params = [], []
             if options.entries:
-                where.append(f"{q(c.incoming_message_id)} in ({', '.join(['%s'] * len(options.entries))})")
+                where.append(f"{t.q('incoming_message_id')} in ({', '.join(['%s'] * len(options.entries))})")
                 params += options.entries
             else:
-                where.append(f"{q(c.created_at)} < %s")
+                where.append(f"{t.q('created_at')} < %s")
                 params.append(options.now - options.stuck_after)
             rows = db.execute(
-                f"select {q(c.incoming_message_id)}, {q(c.incoming_token_id)}, cast({q(c.outgoing)} as varchar), "
-                f"{q(c.tokens_committed_at)}, {q(c.created_at)}, {q(c.version)} from {db.table(ep.outbox.table)} "
-                f"where {' and '.join(where)} order by {q(c.created_at)}, {q(c.incoming_message_id)} limit %s",
-                [*params, options.max_entries])
+                f"select {t.q('incoming_message_id')}, {t.q('incoming_token_id')}, cast({t.q('outgoing')} as varchar), "
+                f"{t.q('tokens_committed_at')}, {t.q('created_at')}, {t.q('version')} from {db.table(t.table)} "
+                f"where {' and '.join(where)}{owned} order by {t.q('created_at')}, {t.q('incoming_message_id')} "
+                "limit %s", [*params, *owner, options.max_entries])
         for entry_id, token, outgoing, committed_at, created_at, version in rows:
             created = created_at if created_at.tzinfo else created_at.replace(tzinfo=dt.timezone.utc)
             try:
@@ -247,98 +239,97 @@ class Dispatcher:
         return len(messages)
 
 
-def _checkpoint(config: Config, entry: StuckEntry, messages: list[dict[str, Any]], table: dict[str, Route],
+def _checkpoint(layout: StoreLayout, entry: StuckEntry, messages: list[dict[str, Any]], table: dict[str, Route],
                 attempt: str, now: dt.datetime, outcome: EntryOutcome) -> None:
-    """New token ids: registered, created at each destination, then committed with the entry."""
-    sender = config.endpoint(entry.endpoint)
+    """New token ids: registered (when the sender keeps intents), created at each destination, then
+    committed with the entry. Rows of shared tables carry the owner's name in the store."""
     for m in messages:
         m["token_id"] = str(uuid.uuid4())
-    intents_store = sender.store_of(sender.intents)
-    if intents_store is not None:
-        ic = sender.intents.columns
-        with open_db(store_named(config, intents_store)) as db:
+    intents = layout.table(entry.endpoint, "intents")
+    if intents is not None:
+        with open_db(intents.store) as db:
             with db.tx():
                 for m in messages:
-                    db.execute(f"insert into {db.table(sender.intents.table)} ({q(ic.intent_id)}, {q(ic.endpoint)}, "
-                               f"{q(ic.incoming_message_id)}, {q(ic.attempt_id)}, {q(ic.kind)}, {q(ic.ref)}, "
-                               f"{q(ic.created_at)}) values (%s, %s, %s, %s, 'token', %s, %s)",
-                               [str(uuid.uuid4()), entry.endpoint, entry.entry_id, attempt, m["token_id"], now])
+                    _insert(db, intents, {"intent_id": str(uuid.uuid4()), "incoming_message_id": entry.entry_id,
+                                          "attempt_id": attempt, "kind": "token", "ref": m["token_id"],
+                                          "created_at": now})
     by_destination: dict[str, list[dict[str, Any]]] = {}
     for m in messages:
         by_destination.setdefault(table[m["topic"]].destination, []).append(m)
     for dest, group in by_destination.items():
-        ep = config.endpoint(dest)
-        store = ep.store_of(ep.tokens)
-        assert store is not None  # _validate refused the entry before anything changed
-        tc = ep.tokens.columns
-        with open_db(store_named(config, store)) as db:
+        tokens = layout.table(dest, "tokens")
+        assert tokens is not None  # _validate refused the entry before anything changed
+        with open_db(tokens.store) as db:
             with db.tx():
                 for m in group:
-                    db.execute(f"insert into {db.table(ep.tokens.table)} ({q(tc.token_id)}, {q(tc.message_id)}, "
-                               f"{q(tc.destination)}, {q(tc.attempt_id)}, {q(tc.created_at)}) "
-                               "values (%s, %s, %s, %s, %s)", [m["token_id"], m["message_id"], dest, attempt, now])
+                    _insert(db, tokens, {"token_id": m["token_id"], "message_id": m["message_id"],
+                                         "attempt_id": attempt, "created_at": now})
         outcome.tokens_created += len(group)  # counted even if the commit below loses the race
-    _update_entry(config, entry, messages, now)
+    _update_entry(layout, entry, messages, now)
 
 
-def _with_db(config: Config, entry: StuckEntry, work: Callable[[Db, EndpointConfig], Any]) -> Any:
-    ep = config.endpoint(entry.endpoint)
-    store = _outbox(config, entry.endpoint, ep)
-    assert store is not None
-    with open_db(store) as db:
-        return work(db, ep)
+def _insert(db: Db, t: EndpointTable, values: dict[str, Any]) -> None:
+    """One row of an endpoint's table; its owner column (when the table has one) names the endpoint."""
+    if t.owner_column is not None:
+        values = {**values, t.owner_canonical: t.owner}
+    db.execute(f"insert into {db.table(t.table)} ({', '.join(t.q(c) for c in values)}) "
+               f"values ({', '.join(['%s'] * len(values))})", list(values.values()))
 
 
-def _update_entry(config: Config, entry: StuckEntry, messages: list[dict[str, Any]], now: dt.datetime) -> None:
-    def work(db: Db, ep: EndpointConfig) -> None:
-        c = ep.outbox.columns
+def _outbox(layout: StoreLayout, entry: StuckEntry) -> EndpointTable:
+    t = layout.table(entry.endpoint, "outbox")
+    assert t is not None  # the entry was read from it
+    return t
+
+
+def _update_entry(layout: StoreLayout, entry: StuckEntry, messages: list[dict[str, Any]], now: dt.datetime) -> None:
+    t = _outbox(layout, entry)
+    owned, owner = t.owned()
+    with open_db(t.store) as db:
         with db.tx():
             changed = db.rowcount(
-                f"update {db.table(ep.outbox.table)} set {q(c.outgoing)} = %s, {q(c.tokens_committed_at)} = %s, "
-                f"{q(c.updated_at)} = %s, {q(c.version)} = {q(c.version)} + 1 where {q(c.endpoint)} = %s and "
-                f"{q(c.incoming_message_id)} = %s and {q(c.version)} = %s",
-                [json.dumps(messages), now, now, entry.endpoint, entry.entry_id, entry.version])
-        if changed != 1:
-            raise ConcurrencyConflict(f"entry changed since version {entry.version} while tokens were committed")
-        entry.version += 1
-
-    _with_db(config, entry, work)
+                f"update {db.table(t.table)} set {t.q('outgoing')} = %s, {t.q('tokens_committed_at')} = %s, "
+                f"{t.q('updated_at')} = %s, {t.q('version')} = {t.q('version')} + 1 where "
+                f"{t.q('incoming_message_id')} = %s and {t.q('version')} = %s{owned}",
+                [json.dumps(messages), now, now, entry.entry_id, entry.version, *owner])
+    if changed != 1:
+        raise ConcurrencyConflict(f"entry changed since version {entry.version} while tokens were committed")
+    entry.version += 1
 
 
-def _remove_incoming_token(config: Config, entry: StuckEntry) -> None:
-    ep = config.endpoint(entry.endpoint)
-    store = ep.store_of(ep.tokens)
-    if store is None or not entry.incoming_token_id:
+def _remove_incoming_token(layout: StoreLayout, entry: StuckEntry) -> None:
+    t = layout.table(entry.endpoint, "tokens")
+    if t is None or not entry.incoming_token_id:
         return
-    with open_db(store_named(config, store)) as db:
+    owned, owner = t.owned()
+    with open_db(t.store) as db:
         with db.tx():
-            db.execute(f"delete from {db.table(ep.tokens.table)} where {q(ep.tokens.columns.token_id)} = %s",
-                       [entry.incoming_token_id])
+            db.execute(f"delete from {db.table(t.table)} where {t.q('token_id')} = %s{owned}",
+                       [entry.incoming_token_id, *owner])
 
 
-def _delete_entry(config: Config, entry: StuckEntry) -> None:
-    def work(db: Db, ep: EndpointConfig) -> None:
-        c = ep.outbox.columns
+def _delete_entry(layout: StoreLayout, entry: StuckEntry) -> None:
+    t = _outbox(layout, entry)
+    owned, owner = t.owned()
+    with open_db(t.store) as db:
         with db.tx():
-            gone = db.rowcount(f"delete from {db.table(ep.outbox.table)} where {q(c.endpoint)} = %s and "
-                               f"{q(c.incoming_message_id)} = %s and {q(c.version)} = %s",
-                               [entry.endpoint, entry.entry_id, entry.version])
-        if gone != 1:
-            raise ConcurrencyConflict(f"entry changed since version {entry.version} before it was deleted")
-
-    _with_db(config, entry, work)
+            gone = db.rowcount(f"delete from {db.table(t.table)} where {t.q('incoming_message_id')} = %s and "
+                               f"{t.q('version')} = %s{owned}", [entry.entry_id, entry.version, *owner])
+    if gone != 1:
+        raise ConcurrencyConflict(f"entry changed since version {entry.version} before it was deleted")
 
 
-def replay_entry(config: Config, entry: StuckEntry, table: dict[str, Route], dispatcher: Dispatcher,
+def replay_entry(layout: StoreLayout, entry: StuckEntry, table: dict[str, Route], dispatcher: Dispatcher,
                  max_bytes: int, outcome: EntryOutcome) -> EntryOutcome:
     """The steps of the module doc; `outcome` records progress as it is made (also when a step fails)."""
+    config = layout.config
     messages = _validate(config, entry, table, max_bytes)
     if messages and not entry.tokens_committed:
-        _checkpoint(config, entry, messages, table, f"eoctl-replay-{uuid.uuid4()}", utcnow(), outcome)
+        _checkpoint(layout, entry, messages, table, f"eoctl-replay-{uuid.uuid4()}", utcnow(), outcome)
     if messages:  # an entry with nothing to send only needs its incoming token and itself removed
         outcome.messages_sent = dispatcher.send(messages, table, config.protocol.headers.token_id)
-    _remove_incoming_token(config, entry)
-    _delete_entry(config, entry)
+    _remove_incoming_token(layout, entry)
+    _delete_entry(layout, entry)
     outcome.status = "replayed"
     return outcome
 
@@ -351,7 +342,8 @@ def replay(config: Config, options: ReplayOptions,
     """Plan (list the stuck entries) or, with options.execute, replay each; `progress(done, total, what)`."""
     started = time.monotonic()
     run_id = new_run_id()
-    stuck = find_stuck(config, options)
+    layout = StoreLayout(config)
+    stuck = find_stuck(layout, options)
     if not options.execute:
         return ReplayResult(run_id, False, [EntryOutcome(e.endpoint, e.entry_id, e.age_seconds, e.messages,
                                                          e.tokens_committed, "planned") for e in stuck])
@@ -370,7 +362,7 @@ def replay(config: Config, options: ReplayOptions,
                 if options.rate and i:
                     time.sleep(1.0 / options.rate)
                 progress(i, len(stuck), f"{entry.endpoint} {entry.entry_id}")
-                outcomes.append(_one(config, entry, table, dispatcher))
+                outcomes.append(_one(layout, entry, table, dispatcher))
                 lease.renew()
             progress(len(stuck), len(stuck), "done")
         except BaseException:
@@ -381,12 +373,12 @@ def replay(config: Config, options: ReplayOptions,
     return result
 
 
-def _one(config: Config, entry: StuckEntry, table: dict[str, Route], dispatcher: Dispatcher) -> EntryOutcome:
+def _one(layout: StoreLayout, entry: StuckEntry, table: dict[str, Route], dispatcher: Dispatcher) -> EntryOutcome:
     """One entry's replay; whatever goes wrong with it is its outcome, never the run's end."""
     base = EntryOutcome(entry.endpoint, entry.entry_id, entry.age_seconds, entry.messages, entry.tokens_committed,
                         "failed")
     try:
-        return replay_entry(config, entry, table, dispatcher, _max_bytes(config), base)
+        return replay_entry(layout, entry, table, dispatcher, _max_bytes(layout.config), base)
     except PoisonEntry as exc:
         base.status, base.reason = "skipped", str(exc)
     except ConcurrencyConflict as exc:

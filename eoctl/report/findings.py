@@ -103,6 +103,7 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     run: dict[str, Any] = field(default_factory=dict)
     scanned: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the run could not use (a store without intents)
     index: Any = field(default=None, repr=False)  # the run's record index (eoctl.incremental.RecordIndex)
 
     def worst(self) -> Severity | None:
@@ -120,6 +121,7 @@ class AuditReport:
             "schema": SCHEMA,
             "run": self.run,
             "scanned": self.scanned,
+            "notes": self.notes,
             "summary": self.summary(),
             "findings": [f.to_dict() for f in self.findings],
         }

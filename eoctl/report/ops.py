@@ -29,6 +29,8 @@ _NOTE = {
 def render_reconcile(report: ReconcileReport, console: Console) -> None:
     console.print(f"[bold]eoctl reconcile-tokens[/] run {report.run['id']} "
                   f"(grace {report.run['grace_seconds']}s)")
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {note}")
     table = Table(title="tokens by class", title_justify="left")
     table.add_column("endpoint", style="bold")
     for c in (*TOKEN_CLASSES, "missing"):
@@ -48,7 +50,7 @@ def render_reconcile(report: ReconcileReport, console: Console) -> None:
 
 
 def reconcile_json(report: ReconcileReport) -> dict[str, Any]:
-    return {"schema": RECONCILE_SCHEMA, "run": report.run, "counts": report.counts,
+    return {"schema": RECONCILE_SCHEMA, "run": report.run, "notes": report.notes, "counts": report.counts,
             "evidence": [{"endpoint": e.endpoint, "class": e.cls, "count": e.count, "rows": e.rows,
                           "evidence_file": e.parquet} for e in report.evidence]}
 
@@ -77,6 +79,8 @@ def render_gc(result: GcResult, console: Console) -> None:
     console.print(f"[bold]eoctl {result.command}[/] run {result.run_id}: {mode}; grace {result.grace_seconds}s")
     for old in result.finished_leftovers:
         console.print(f"finished the leftovers of interrupted run {old}")
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {note}")
     table = Table(title=f"garbage {what}", title_justify="left")
     for col in ("endpoint", "garbage", "planned", "removed", "skipped: young", "skipped: over limit",
                 "skipped: changed"):

@@ -25,6 +25,8 @@ def render_text(report: AuditReport, console: Console) -> None:
                   f"{', '.join(report.run.get('endpoints', []))}")
     if "scan" in report.run:
         console.print(scan_line(report.run["scan"]))
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {note}")
     if not report.findings:
         console.print("[green]no findings[/]")
         return
@@ -71,6 +73,7 @@ def render_markdown(report: AuditReport) -> str:
              + ", ".join(f"{v} {k}" for k, v in report.scanned.items()) + " scanned.", ""]
     if "scan" in report.run:
         lines += [scan_line(report.run["scan"]).capitalize() + ".", ""]
+    lines += [f"> Note: {note}" for note in report.notes] + ([""] if report.notes else [])
     if not report.findings:
         return "\n".join(lines + ["No findings.", ""])
     lines += ["| code | severity | count | finding |", "|---|---|---:|---|"]

@@ -11,7 +11,7 @@ from rich.table import Table
 from eoctl.doctor import DoctorReport, Status
 from eoctl.sources.summary import InputSummary
 
-_STATUS_STYLE = {Status.OK: "[green]ok[/]", Status.FAIL: "[bold red]FAIL[/]", Status.SKIP: "[yellow]skip[/]"}
+_STATUS_STYLE = {Status.OK: "[green]ok[/]", Status.WARN: "[yellow]warn[/]", Status.FAIL: "[bold red]FAIL[/]", Status.SKIP: "[yellow]skip[/]"}
 
 
 def render_doctor(report: DoctorReport, console: Console) -> None:

@@ -15,6 +15,8 @@ from eoctl.stores.connection import describe
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from eoctl.stores.layout import EndpointTable
+
 _FILE_DEFAULTS = {"csv": {"header": "true", "inferSchema": "true"}}
 
 
@@ -123,6 +125,21 @@ def read_store_table(
         if type(exc).__name__ not in ("Py4JJavaError", "IllegalArgumentException", "SparkConnectGrpcException"):
             raise
         raise SourceError(f"table {table} in {describe(store)} cannot be read: {_java_message(exc)}") from None
+
+
+def read_endpoint_table(spark: SparkSession, t: EndpointTable) -> DataFrame:
+    """An endpoint's rows of its tokens/outbox/intents table (the owner filter is pushed down to
+    the store), with canonical column names; a table without an owner column gives the endpoint's
+    name in the store as that column."""
+    from pyspark.sql import functions as F
+
+    df = read_store_table(spark, t.store, t.table)
+    if t.owner_column is not None:
+        df = df.where(F.col(f"`{t.owner_column}`") == F.lit(t.owner))
+    return df.select([
+        F.lit(t.owner).alias(canonical) if canonical == t.owner_canonical and t.owner_column is None
+        else F.col(f"`{actual}`").alias(canonical)
+        for canonical, actual in t.columns.items()])
 
 
 def read_file_table(spark: SparkSession, fmt: str, path: str, options: dict[str, str] | None = None) -> DataFrame:

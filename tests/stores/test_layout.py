@@ -1,0 +1,132 @@
+"""Store layouts real pipelines have (eoctl.stores.layout), on the chaos sample:
+
+- one outbox, intents and tokens table shared by every endpoint (DuckDB and PostgreSQL): every
+  finding, reconcile class, gc plan and replay plan names each row under its own endpoint exactly
+  once, as with a schema per endpoint; gc never deletes another endpoint's rows;
+- a store without intents tables: the audit runs with the same findings (less the register-cleanup
+  evidence) and says so; gc collects orphans by age past the grace period only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from eoctl.audit import run_audit, select_codes
+from eoctl.config import load_config
+from eoctl.ops import gc_tokens
+from eoctl.ops.common import GcOptions
+from eoctl.ops.reconcile import run_reconcile
+from eoctl.ops.replay import ReplayOptions, replay
+from eoctl.report.findings import Severity
+from eoctl.stores.layout import StoreLayout
+from tests.helpers.chaos import CHAOS, recorded_copy, settled, store_rows
+from tests.helpers.cli import run_eoctl
+from tests.helpers.layouts import drop_intents, shared_tables
+
+pytestmark = pytest.mark.integration
+
+#: one clock for every run compared here (evidence carries ages)
+NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
+REGISTERED = {"registered_by_message", "registered_by_attempt"}
+
+
+def _findings(report, folder: Path, drop: set[str] = frozenset()) -> dict[tuple, list[str]]:
+    """(code, endpoint, where, count) -> the evidence rows (without `drop` columns), order-free; the
+    sample's folder (in blob prefixes) is left out of `where`."""
+    return {(f.code, f.endpoint, f.where.replace(str(folder), "<sample>"), f.count): sorted(
+        json.dumps({k: v for k, v in row.items() if k not in drop}, sort_keys=True, default=str)
+        for row in f.evidence) for f in report.findings}
+
+
+def _plans(spark, config) -> dict[str, object]:
+    reconcile = run_reconcile(spark, config, grace=dt.timedelta(0), now=NOW)
+    gc = gc_tokens.gc_tokens(spark, config, GcOptions(grace=dt.timedelta(0), now=NOW))
+    stuck = replay(config, ReplayOptions(stuck_after=dt.timedelta(0), now=NOW))
+    return {
+        "reconcile": (reconcile.counts, sorted((e.endpoint, e.cls, e.count, sorted(
+            json.dumps(r, sort_keys=True, default=str) for r in e.rows)) for e in reconcile.evidence)),
+        "gc-tokens": ([dataclasses.astuple(t) for t in gc.tallies], sorted(map(str, gc.sample))),
+        "replay-outbox": sorted((o.endpoint, o.entry_id, o.messages, o.tokens_committed) for o in stuck.outcomes),
+    }
+
+
+@pytest.fixture(scope="module")
+def per_schema(spark) -> dict[str, object]:
+    """The recorded sample as recorded (a schema per endpoint): what every layout must give."""
+    config = load_config(CHAOS / "eoctl.toml")
+    report = run_audit(spark, config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
+    return {"findings": _findings(report, CHAOS), "worst": report.worst(), **_plans(spark, config)}
+
+
+@pytest.mark.parametrize("kind", ["duckdb", "postgres"])
+def test_shared_tables_name_each_row_under_its_own_endpoint_once(spark, per_schema, request, tmp_path: Path,
+                                                                  kind: str) -> None:
+    postgres = request.getfixturevalue("postgres") if kind == "postgres" else None
+    shared = shared_tables(recorded_copy(tmp_path), kind, postgres)
+    layout = StoreLayout(shared.config)
+    assert {(t.endpoint, t.owner_column, t.shared) for t in layout.tables("outbox")} == {
+        ("shop", "endpoint", True), ("billing", "endpoint", True), ("shipping", "endpoint", True)}
+
+    report = run_audit(spark, shared.config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
+    assert _findings(report, shared.config_path.parent) == per_schema["findings"]
+    entries = store_rows(shared, "select count(*) from shared.eo_outbox")[0][0]
+    assert sum(f.count for f in report.findings if f.code == "EO301") == entries  # each pending entry once
+    assert _plans(spark, shared.config) == {k: per_schema[k] for k in ("reconcile", "gc-tokens", "replay-outbox")}
+
+    # gc of billing alone: the garbage token in the shared table is shipping's, so nothing of it goes
+    garbage = {r[0] for r in store_rows(shared, "select token_id from shared.eo_tokens")}
+    billing = gc_tokens.gc_tokens(spark, shared.config, GcOptions(grace=dt.timedelta(0), execute=True,
+                                                                  endpoints=["billing"]))
+    assert billing.totals()["deleted"] == 0
+    assert {r[0] for r in store_rows(shared, "select token_id from shared.eo_tokens")} == garbage
+    # ... and the guarded delete itself never takes another endpoint's row, even when asked to
+    shipping_tokens = [r[0] for r in store_rows(shared, "select token_id from shared.eo_tokens "
+                                                        "where destination = 'shipping'")]
+    taken = gc_tokens._journal_and_delete_tokens(layout, layout.table("billing", "tokens"), shipping_tokens,
+                                                 "test-run", NOW + dt.timedelta(days=1))
+    assert taken == set()
+    every = gc_tokens.gc_tokens(spark, shared.config, GcOptions(grace=dt.timedelta(0), execute=True))
+    assert [(t.endpoint, t.deleted) for t in every.tallies if t.deleted] == [("shipping", 1)]
+
+
+@pytest.mark.parametrize("layout_kind", ["duckdb-per-schema", "postgres-shared"])
+def test_a_store_without_intents_is_audited_and_collected_by_age(spark, spark_jars, per_schema, request,
+                                                                 tmp_path: Path, layout_kind: str) -> None:
+    chaos = recorded_copy(tmp_path)
+    if layout_kind == "postgres-shared":
+        chaos = shared_tables(chaos, "postgres", request.getfixturevalue("postgres"))
+    recorded = max(r[0] for r in store_rows(chaos, "select created_at from "
+                                            + ("shipping" if layout_kind.endswith("schema") else "shared")
+                                            + ".eo_tokens"))
+    young = GcOptions(now=recorded + dt.timedelta(hours=1))  # the default 24h grace
+    with_intents = gc_tokens.gc_tokens(spark, chaos.config, young).totals()
+    # the garbage token's attempt lost (its intent says so): garbage even when young
+    assert (with_intents["garbage"], with_intents["skipped_young"]) == (1, 1)
+    drop_intents(chaos)
+
+    report = run_audit(spark, chaos.config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
+    assert _findings(report, chaos.config_path.parent, REGISTERED) == {key: sorted(
+        json.dumps({k: v for k, v in json.loads(row).items() if k not in REGISTERED}, sort_keys=True)
+        for row in rows) for key, rows in per_schema["findings"].items()}
+    assert report.worst() is Severity.CRITICAL
+    assert len(report.notes) == 1 and report.notes[0].startswith("no intents table for shop, billing, shipping: "
+                                                                 "no register-cleanup evidence")
+    assert "registered_by_attempt" not in str(report.to_dict()["findings"])
+
+    # gc: garbage only by age past the grace period (a young token of a lost attempt is just young)
+    plan = gc_tokens.gc_tokens(spark, chaos.config, young)
+    assert (plan.totals()["garbage"], plan.totals()["skipped_young"]) == (0, 0)
+    assert plan.notes == report.notes
+    settled_plan = gc_tokens.gc_tokens(spark, chaos.config, GcOptions(grace=dt.timedelta(0), execute=True))
+    assert settled_plan.totals()["deleted"] == 1  # the orphan, past a zero grace
+
+    if layout_kind == "duckdb-per-schema":  # as an operator runs it: exit 1 (findings), the note on stderr
+        proc = run_eoctl("--config", str(chaos.config_path), "audit", "--no-record", "--grace", "0s",
+                         env={"EOCTL_JARS_DIR": str(spark_jars)})
+        assert proc.code == 1, proc.stderr[-2000:]
+        assert "note: no intents table for shop, billing, shipping" in " ".join(proc.stderr.split())
