@@ -40,6 +40,7 @@ _CLOCK_SKEW = dt.timedelta(minutes=15)
 class Verdict(str, Enum):
     processed_once = "processed once"
     processed_twice = "processed twice"
+    will_be_processed_twice = "will be processed twice"
     in_flight = "in flight"
     lost = "lost"
     ghost = "ghost"
@@ -49,7 +50,8 @@ class Verdict(str, Enum):
     @property
     def bad(self) -> bool:
         """A verdict an operator must act on (exit code 1)."""
-        return self in (Verdict.processed_twice, Verdict.lost, Verdict.ghost, Verdict.not_found)
+        return self in (Verdict.processed_twice, Verdict.will_be_processed_twice, Verdict.lost, Verdict.ghost,
+                        Verdict.not_found)
 
 
 @dataclass
@@ -233,7 +235,10 @@ class _Stores:
 
     def _query(self, key: str, build) -> list[tuple[EndpointTable, tuple]]:
         out: list[tuple[EndpointTable, tuple]] = []
-        for t in self.layout.tables(key):
+        for name in self.config.endpoints:
+            t = self.layout.lookup(name, key)
+            if not isinstance(t, EndpointTable):  # trace reads what there is; doctor names a missing table
+                continue
             owned, owner = t.owned()
             with open_db(t.store, read_only=True) as db:
                 sql, params = build(db.table(t.table), SimpleNamespace(**t.columns))
@@ -730,6 +735,16 @@ def _verdict(options: TraceOptions, t: MessageTrace, hits: list[dict[str, Any]],
     consumed = {c.token_id for c in processed if c.token_present is False}
     if len(consumed) > 1:
         return Verdict.processed_twice, [f"{len(consumed)} different tokens were consumed: {', '.join(sorted(consumed))}"]
+    # will be processed twice (EO102): a copy waits under a token still in the consumer's store, other
+    # than the one that let another copy through (or beside another waiting copy's token)
+    ahead = [c for c in waiting if c.token_present is True and c.token_id not in {p.token_id for p in processed}]
+    if ahead and (processed or len({c.token_id for c in ahead}) > 1):
+        c = ahead[0]
+        first = (f"it was processed at {_pos(processed[0])} under token {processed[0].token_id}" if processed else
+                 f"another copy waits under token {next(a.token_id for a in ahead if a.token_id != c.token_id)}")
+        return Verdict.will_be_processed_twice, [
+            f"copy at {_pos(c)} waits above {c.consumer}'s committed offset under token {c.token_id}, which is "
+            f"present in its store: the consumer will process it; {first}"]
 
     # lost: its blob is gone or changed, or its only copies wait with no token left
     for b in t.blobs:
@@ -772,7 +787,10 @@ def _verdict(options: TraceOptions, t: MessageTrace, hits: list[dict[str, Any]],
                                    + (", stuck: replay-outbox sends them" if stuck else "") + ")"]
     reasons = [f"consumed by {processed[0].consumer} at {_pos(processed[0])}"]
     if len(t.copies) > 1:
-        reasons.append(f"{len(t.copies)} copies with one token: redeliveries the consumer dropped")
+        tokens = {c.token_id for c in t.copies}
+        reasons.append(f"{len(t.copies)} copies with one token: redeliveries the consumer dropped" if len(tokens) == 1
+                       else f"{len(t.copies)} copies under {len(tokens)} tokens: the others' tokens are gone, so the "
+                            "consumer drops them")
     if t.sink_rows:
         reasons.append(f"one row in sink {t.sink_rows[0].sink}")
     for e in t.caused_entries:

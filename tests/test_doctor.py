@@ -89,6 +89,26 @@ def test_remapped_column_satisfies_the_check(spark, sample_copy: Path) -> None:
     assert report.ok, [r for r in report.results if r.status is Status.FAIL]
 
 
+def test_owner_columns_of_shared_and_unshared_tables(spark, sample_copy: Path) -> None:
+    # an outbox remapped to a column the table does not have: the table is the endpoint's alone
+    config = sample_copy / "eoctl.toml"
+    mapped = 'outbox = { columns = { endpoint = "owner" } }\n'
+    config.write_text(config.read_text().replace('store = "state"\nblobs', f'store = "state"\n{mapped}blobs'))
+    rows = _rows(run_doctor(load_config(config), lambda: spark))
+    status, detail = rows[("stores.state", "table eo_outbox (endpoints.billing.outbox)")]
+    assert status is Status.WARN and detail == "table eo_outbox has no column owner: every row is taken as billing's"
+    # a second endpoint on the same tables: the tokens are told apart by destination, the outbox cannot be
+    config.write_text(config.read_text() + f'\n[endpoints.audit]\nstore = "state"\n{mapped}')
+    report = run_doctor(load_config(config), lambda: spark)
+    rows = _rows(report)
+    assert not report.ok
+    status, detail = rows[("stores.state", "table eo_outbox (endpoints.billing.outbox)")]
+    assert status is Status.FAIL and detail.startswith("table eo_outbox is shared by billing, audit but has no "
+                                                       "column owner")
+    status, detail = rows[("stores.state", "table eo_tokens (endpoints.billing.tokens)")]
+    assert status is Status.OK and detail.endswith("shared by billing, audit, each reads the rows its name is in")
+
+
 def test_missing_sink_column_and_blob_prefix(spark, sample_copy: Path) -> None:
     shutil.rmtree(sample_copy / "blobs")
     text = (sample_copy / "eoctl.toml").read_text().replace(

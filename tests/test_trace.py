@@ -100,6 +100,38 @@ def test_verdict_regenerate_tokens(spark, chaos) -> None:
     assert _trace(spark, chaos, e["message_id"]).verdict is Verdict.processed_once  # the order itself
 
 
+def test_a_regenerated_copy_waiting_under_a_present_token_will_be_processed_twice(spark, tmp_path: Path) -> None:
+    """The regenerate_tokens message, rewound to the moment before its second processing: its second
+    copy (regenerated token) back in flight with that token in the store, one sink row. The audit
+    calls it EO102; trace must not call it processed once."""
+    import duckdb
+
+    from eoctl.audit import run_audit
+    from tests.helpers.chaos import settled
+
+    state = recorded_copy(tmp_path)
+    (e,) = _entries(state, "regenerate_tokens")
+    (out,) = e["outgoing"]
+    first, second = sorted(_trace(spark, state, out).copies, key=lambda c: (c.timestamp, c.partition, c.offset))
+    assert first.token_id != second.token_id
+    offsets_file = state.config_path.parent / "topics" / "invoices" / "_committed_offsets.json"
+    offsets = json.loads(offsets_file.read_text())
+    offsets[second.topic][str(second.partition)] = second.offset  # the second copy is in flight again
+    offsets_file.write_text(json.dumps(offsets))
+    with duckdb.connect(state.store_target) as db:
+        db.execute("insert into shipping.eo_tokens values (?, ?, 'shipping', ?, ?)",  # made before its copy
+                   [second.token_id, out, second.attempt_id, second.timestamp - dt.timedelta(seconds=1)])
+        db.execute("delete from shipping.shipments where source_message_id = ? and applied_at = (select "
+                   "max(applied_at) from shipping.shipments where source_message_id = ?)", [out, out])
+
+    m = _trace(spark, state, out)
+    assert m.verdict is Verdict.will_be_processed_twice and m.verdict.bad
+    assert f"{second.topic}/{second.partition}@{second.offset}" in m.reasons[0] and second.token_id in m.reasons[0]
+    report = run_audit(spark, state.config, settled(), ["EO102"])
+    assert [row["message_id"] for f in report.findings for row in f.evidence] == [out]
+    assert "EO102" in _codes(m)
+
+
 def test_verdict_ghost(spark, chaos) -> None:
     (e,) = _entries(chaos, "ghost")
     (out,) = e["outgoing"]

@@ -61,3 +61,18 @@ def test_two_consumed_tokens_are_processed_twice_without_a_sink() -> None:
     # one token still present: only one was consumed so far
     copies[1].token_present = True
     assert _verdict_of(copies=copies)[0] is Verdict.processed_once
+
+
+def test_a_copy_waiting_under_another_present_token_will_be_processed_twice() -> None:
+    # processed once under t1 (consumed), a second copy in flight under a regenerated t2 still present
+    done, waiting = _copy(3, "t1", processed=True, present=False), _copy(9, "t2", processed=False, present=True)
+    verdict, reasons = _verdict_of(copies=[done, waiting])
+    assert verdict is Verdict.will_be_processed_twice and verdict.bad
+    assert "orders/0@9" in reasons[0] and "token t2" in reasons[0] and "token t1" in reasons[0]
+    # two copies waiting under two present tokens: each will be let through
+    other = _copy(10, "t3", processed=False, present=True)
+    assert _verdict_of(copies=[waiting, other])[0] is Verdict.will_be_processed_twice
+    # a regenerated copy whose token is gone is dropped as a duplicate
+    gone = _copy(9, "t2", processed=False, present=False)
+    verdict, reasons = _verdict_of(copies=[done, gone])
+    assert verdict is Verdict.processed_once and "2 copies under 2 tokens" in reasons[1]
