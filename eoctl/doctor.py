@@ -265,20 +265,20 @@ class _Doctor:
     def _expected_tables(self) -> dict[str, list[tuple[str, str, dict[str, str], str, list[str]]]]:
         """store name -> [(table, kind, canonical -> mapped column, config key of its first user,
         the endpoints using it)] for every endpoint's tables, once per table."""
+        from eoctl.stores.layout import KINDS, StoreLayout
+
+        layout = StoreLayout(self.config)  # only its configuration is read here, not the stores
         out: dict[str, list[tuple[str, str, dict[str, str], str, list[str]]]] = {}
-        seen: dict[tuple[str, str], list[str]] = {}
+        seen: set[tuple[str, str]] = set()
         for ep_name, ep in self.config.endpoints.items():
-            for key in ("tokens", "outbox", "intents"):
+            for key in KINDS:
                 table = getattr(ep, key)
                 store = ep.store_of(table)
-                if store is None:
+                if store is None or (store, table.table) in seen:
                     continue
-                if (store, table.table) in seen:
-                    seen[(store, table.table)].append(ep_name)
-                    continue
-                seen[(store, table.table)] = users = [ep_name]
-                out.setdefault(store, []).append(
-                    (table.table, key, table.columns.model_dump(), f"endpoints.{ep_name}.{key}", users))
+                seen.add((store, table.table))
+                out.setdefault(store, []).append((table.table, key, table.columns.model_dump(),
+                                                  f"endpoints.{ep_name}.{key}", layout.sharing(store, table.table, key)))
         return out
 
     # -------------------------------------------------------------------- blobs and sinks

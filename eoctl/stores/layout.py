@@ -70,9 +70,6 @@ class EndpointTable:
         prefix = f"{alias}." if alias else ""
         return f" and {prefix}{quote_ident(self.owner_column)} = %s", [self.owner]
 
-    def where(self) -> str:
-        return f"{describe(self.store)} (schema {self.store.schema_name})"
-
 
 class StoreLayout:
     """Every configured endpoint's tables, resolved against the stores once (lazily, per table)."""
@@ -90,8 +87,8 @@ class StoreLayout:
                 self._columns[key] = db.columns(table)
         return self._columns[key]
 
-    def _users(self, store_name: str, table: str, kind: str) -> list[str]:
-        """The endpoints whose `kind` table is `table` in `store_name`."""
+    def sharing(self, store_name: str, table: str, kind: str) -> list[str]:
+        """The endpoints whose `kind` table is `table` in `store_name` (more than one: it is shared)."""
         out = []
         for name, ep in self.config.endpoints.items():
             spec = getattr(ep, kind)
@@ -125,7 +122,7 @@ class StoreLayout:
         return EndpointTable(
             endpoint, kind, store_name, store, spec.table, columns, ep.name_in_store or endpoint,
             owner_column if owner_column in found else None,
-            len(self._users(store_name, spec.table, kind)) > 1)
+            len(self.sharing(store_name, spec.table, kind)) > 1)
 
     def missing(self, kind: str, endpoints: list[str] | None = None) -> list[str]:
         """Endpoints (of `endpoints`, default all) with a store for `kind` whose table does not exist."""
