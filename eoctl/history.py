@@ -18,7 +18,7 @@ from typing import Any
 
 from eoctl.config.model import Config, DuckDBStore
 from eoctl.errors import UsageError
-from eoctl.report.findings import AuditReport
+from eoctl.report.findings import CATALOG, AuditReport
 from eoctl.sources.tables import store_named
 from eoctl.stores.db import Db, open_db
 
@@ -26,31 +26,12 @@ RUNS = "eoctl_audit_runs"
 FINDINGS = "eoctl_audit_findings"
 ITEMS = "eoctl_audit_items"
 
-# The evidence columns that name what was found, per code. Codes not listed (EO501, EO502, whose
-# columns are the sink's own) use every column except the aggregates below.
-IDENTITY: dict[str, tuple[str, ...]] = {
-    "EO101": ("topic", "message_id", "token_id"),
-    "EO102": ("topic", "message_id"),
-    "EO103": ("topic", "producer", "sequence"),
-    "EO104": ("topic", "producer", "missing_from", "missing_to"),
-    "EO105": ("topic", "partition", "offset"),
-    "EO201": ("token_id",),
-    "EO202": ("topic", "partition", "offset"),
-    "EO203": ("token_id",),
-    "EO204": ("topic", "partition"),
-    "EO301": ("endpoint", "incoming_message_id"),
-    "EO302": ("topic", "producer", "causation_id", "ghost_attempt"),
-    "EO401": ("name",),
-    "EO402": ("name", "topic", "partition", "offset"),
-    "EO403": ("name", "topic", "partition", "offset"),
-    "EO601": ("topic", "partition", "last_stable_offset"),
-}
 _AGGREGATES = {"rows", "values", "distinct_values", "copies", "positions", "age_seconds"}
 
 
 def item_key(code: str, row: dict[str, Any]) -> str:
     """A stable identity of one evidence row (JSON of its identifying columns)."""
-    cols = IDENTITY.get(code) or tuple(c for c in row if c not in _AGGREGATES)
+    cols = CATALOG[code].identity or tuple(c for c in row if c not in _AGGREGATES)
     return json.dumps({c: row.get(c) for c in cols}, sort_keys=True, default=str)
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config, EndpointConfig
 from eoctl.errors import SourceError, UsageError
+from eoctl.report.findings import names_message
 from eoctl.sources.tables import quote_ident
 from eoctl.stores.db import in_list, open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
@@ -59,6 +60,13 @@ class Lookup:
     kind: str  # message_id | token_id | sink
     value: str
     column: str | None = None  # for a sink lookup
+    #: every id looked up (message and token lookups may name several, traced in one pass); value
+    #: is the first
+    values: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            self.values = [self.value]
 
 
 @dataclass
@@ -132,6 +140,9 @@ class Blob:
     sha256_ok: bool | None
     error: str | None = None
     registered_only: bool = False  # named by an intent of its processing, published by no copy
+    size: int | None = None
+    modified: Any = None
+    actual_sha256: str | None = None
 
 
 @dataclass
@@ -232,6 +243,12 @@ class _Stores:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.layout = StoreLayout(config)
+        #: (endpoint, kind) -> primary key -> the row as the checks read it (canonical columns in
+        #: SCOPE_COLUMNS order): every store row trace read, for the checks' scope
+        self.rows: dict[tuple[str, str], dict[str, tuple]] = {}
+
+    def _keep(self, t: EndpointTable, key: str, row: tuple) -> None:
+        self.rows.setdefault((t.endpoint, t.kind), {})[key] = row
 
     def _query(self, key: str, build) -> list[tuple[EndpointTable, tuple]]:
         out: list[tuple[EndpointTable, tuple]] = []
@@ -256,8 +273,11 @@ class _Stores:
                     f"cast({q(c.attempt_id)} as varchar), {q(c.created_at)} from {table} "
                     f"where ({' or '.join(where)})", params)
 
-        return [TokenRow(t.endpoint, tid, m, t.owner, a, _utc(c))
-                for t, (tid, m, a, c) in self._query("tokens", build)]
+        out = []
+        for t, (tid, m, a, c) in self._query("tokens", build):
+            self._keep(t, tid, (tid, m, t.owner, a, _utc(c)))
+            out.append(TokenRow(t.endpoint, tid, m, t.owner, a, _utc(c)))
+        return out
 
     def entries(self, *, incoming: set[str], outgoing: set[str], tokens: set[str]) -> list[Entry]:
         """Pending entries processing one of `incoming`, or holding one of `outgoing` (message
@@ -287,6 +307,7 @@ class _Stores:
             messages = [x for x in messages if isinstance(x, dict)]
             holds = any(x.get("message_id") in outgoing or x.get("token_id") in tokens for x in messages)
             if m in incoming or holds:
+                self._keep(table, m, (table.owner, m, t, a, outgoing_json, _utc(committed), _utc(created)))
                 out.append(Entry(table.endpoint, m, t, a, _utc(committed), _utc(created), messages))
         return out
 
@@ -301,7 +322,33 @@ class _Stores:
                     f"cast({q(c.attempt_id)} as varchar), {q(c.kind)}, cast({q(c.ref)} as varchar), "
                     f"{q(c.created_at)} from {table} where ({' or '.join(where)})", params)
 
-        return [Intent(t.endpoint, i, m, a, k, r, _utc(c)) for t, (i, m, a, k, r, c) in self._query("intents", build)]
+        out = []
+        for t, (i, m, a, k, r, c) in self._query("intents", build):
+            self._keep(t, i, (i, t.owner, m, a, k, r, _utc(c)))
+            out.append(Intent(t.endpoint, i, m, a, k, r, _utc(c)))
+        return out
+
+    def frames(self, spark: SparkSession) -> dict[tuple[str, str], DataFrame]:
+        """The rows read, as the checks read a table: one frame per table of every endpoint that
+        has it (empty when no row was read)."""
+        from eoctl.engine.frames import local_frame
+
+        out = {}
+        for name in self.config.endpoints:
+            for kind, ddl in SCOPE_COLUMNS.items():
+                if isinstance(self.layout.lookup(name, kind), EndpointTable):  # the tables there are
+                    out[(name, kind)] = local_frame(spark, list(self.rows.get((name, kind), {}).values()), ddl)
+        return out
+
+
+#: the canonical columns of each store table that the checks read
+SCOPE_COLUMNS = {
+    "tokens": "token_id string, message_id string, destination string, attempt_id string, created_at timestamp",
+    "outbox": "endpoint string, incoming_message_id string, incoming_token_id string, attempt_id string, "
+              "outgoing string, tokens_committed_at timestamp, created_at timestamp",
+    "intents": "intent_id string, endpoint string, incoming_message_id string, attempt_id string, kind string, "
+               "ref string, created_at timestamp",
+}
 
 
 # ------------------------------------------------------------------------------ topic scans
@@ -401,6 +448,7 @@ def _scan(spark: SparkSession, config: Config, bounds: _Bounds, committed: dict[
 
     from pyspark.sql import functions as F
 
+    from eoctl.checks.context import processed_flag, with_problem
     from eoctl.sources.records import with_protocol_columns
 
     names = config.protocol.headers
@@ -425,7 +473,7 @@ def _scan(spark: SparkSession, config: Config, bounds: _Bounds, committed: dict[
     read = df.agg(F.count(F.lit(1)).alias("n"),
                   F.collect_list(F.when(_clauses(clauses, raw), candidate)).alias("c"))
     found = with_protocol_columns(read.select("n", F.explode_outer("c").alias("r")).select("n", "r.*"), names)
-    found = found.where(F.col("offset").isNull() | _clauses(clauses, lambda col, values: F.col(col).isin(sorted(values))))
+    found = with_problem(found).withColumn("processed", processed_flag()).where(F.col("offset").isNull() | _clauses(clauses, lambda col, values: F.col(col).isin(sorted(values))))
     rows = found.drop("headers").collect()  # the count, and the few matching records
     hits = [r.asDict() for r in rows if r["offset"] is not None]
     for h in hits:
@@ -483,14 +531,18 @@ def _sink_config(config: Config, row: SinkRow):
     return next(s for s in config.endpoints[row.endpoint].sinks if s.name == row.sink)
 
 
-def _sink_rows(spark: SparkSession, config: Config, message_ids: set[str]) -> list[SinkRow]:
+def _sink_rows(spark: SparkSession, config: Config, message_ids: set[str]) -> tuple[list[SinkRow], dict]:
+    """The rows of every sink whose message-id column is one of `message_ids`, and each sink's
+    schema ((endpoint, sink) -> StructType)."""
     from pyspark.sql import functions as F
 
     out: list[SinkRow] = []
+    schemas = {}
     for name, sink, df in _sink_frames(spark, config):
+        schemas[(name, sink.name)] = df.schema
         for r in df.where(F.col(sink.message_id_column).cast("string").isin(sorted(message_ids))).limit(1000).collect():
             out.append(SinkRow(name, sink.name, r.asDict()))
-    return out
+    return out, schemas
 
 
 def _check_blob(config: Config, producer: str | None, uri: str, expected: str | None) -> Blob:
@@ -507,14 +559,21 @@ def _check_blob(config: Config, producer: str | None, uri: str, expected: str | 
     name = uri.split(root + "/", 1)[1] if (root + "/") in uri else uri  # absolute URIs under the prefix
     path = f"{root}/{name}"
     try:
+        info = fs.info(path)
         digest = hashlib.sha256()
         with fs.open(path, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
     except FileNotFoundError:
         return Blob(producer or "?", name, expected, False, None)
-    ok = None if not expected else digest.hexdigest() == expected.lower()
-    return Blob(producer or "?", name, expected, True, ok)
+    try:
+        modified = _utc(fs.modified(path))
+    except (NotImplementedError, OSError):
+        modified = None
+    actual = digest.hexdigest()
+    ok = None if not expected else actual == expected.lower()
+    return Blob(producer or "?", name, expected, True, ok, size=info.get("size"), modified=modified,
+                actual_sha256=actual)
 
 
 # ------------------------------------------------------------------------------ the trace
@@ -529,10 +588,9 @@ def _blob_refs(text: str | None) -> list[dict[str, Any]]:
 
 
 def _copy(h: dict[str, Any]) -> Copy:
-    committed = h.get("committed")
     return Copy(h["consumer"], h["topic"], h["partition"], h["offset"], _utc(h["timestamp"]), h["token_id"],
-                h["producer"], h["sequence"], h["causation_id"], h["attempt_id"], h["blobs"],
-                committed is not None and h["offset"] < committed, committed)
+                h["producer"], h["sequence"], h["causation_id"], h["attempt_id"], h["blobs"], h["processed"],
+                h.get("committed"))
 
 
 def _auto_bounds(options: TraceOptions, tokens: list[TokenRow], entries: list[Entry], ids: set[str]) -> _Bounds:
@@ -562,9 +620,9 @@ def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: Trac
     ids: set[str] = set()
     token_ids: set[str] = set()
     if lookup.kind == "message_id":
-        ids = {lookup.value}
+        ids = set(lookup.values)
     elif lookup.kind == "token_id":
-        token_ids = {lookup.value}
+        token_ids = set(lookup.values)
     else:
         assert lookup.column is not None
         ids, sink_hits = find_by_sink_key(spark, config, lookup.column, lookup.value)
@@ -584,33 +642,37 @@ def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: Trac
     bounds = _auto_bounds(options, tokens, entries, ids)
     scans: list[ScanNote] = []
     searched = set(ids)
+    # the stores' tokens of the message too: a record carrying one is what keeps it from being an orphan
     hits, note = _scan(spark, config, bounds, committed,
-                       [{"message_id": ids}, {"token_id": token_ids}, {"causation_id": ids}],
+                       [{"message_id": ids}, {"token_id": token_ids | {t.token_id for t in tokens}},
+                        {"causation_id": ids}],
                        "copies of the message and the messages it caused")
     scans.append(note)
     ids |= {h["message_id"] for h in hits if h["token_id"] in token_ids and h["message_id"]}
 
-    # second pass: copies of ids a token revealed, and every attempt that answered the same
-    # incoming message (ghost check), within --window of the copies
+    # second pass, within --window of the copies: copies of ids a token revealed, every attempt that
+    # answered the same incoming message (EO302), and the records sharing a copy's (producer,
+    # sequence) (EO103)
     new_ids = ids - searched
-    parents = {(h["producer"], h["causation_id"]) for h in hits
-               if h["message_id"] in ids and h["producer"] and h["causation_id"]}
-    if new_ids or parents:
-        times = [_utc(h["timestamp"]) for h in hits if h["message_id"] in ids and h["timestamp"] is not None]
+    mine = [h for h in hits if h["message_id"] in ids]
+    parents = {(h["producer"], h["causation_id"]) for h in mine if h["producer"] and h["causation_id"]}
+    sequences = {(h["producer"], h["sequence"]) for h in mine if h["producer"] and h["sequence"]}
+    if new_ids or parents or sequences:
+        times = [_utc(h["timestamp"]) for h in mine if h["timestamp"] is not None]
         if options.since or options.until or options.full_scan or not times:
             second = bounds
         else:
             second = _Bounds(min(times) - options.window, max(times) + options.window,
                              f"within --window {_age(int(options.window.total_seconds()))} of the copies")
-        producers = {p for p, _ in parents}
-        causes = {c for _, c in parents}
-        more, note = _scan(spark, config, second, committed,
-                           [{"message_id": new_ids}, {"causation_id": new_ids},
-                            {"causation_id": causes, "producer": producers}],
-                           "other attempts for the same incoming message" + (", copies by token" if new_ids else ""))
+        clauses: list[Clause] = [{"message_id": new_ids}, {"causation_id": new_ids},
+                                 {"causation_id": {c for _, c in parents}, "producer": {p for p, _ in parents}}]
+        clauses += [{"producer": {p}, "sequence": {q}} for p, q in sorted(sequences)]
+        more, note = _scan(spark, config, second, committed, clauses,
+                           "other attempts for the same incoming message, records of the same sequence"
+                           + (", copies by token" if new_ids else ""))
         scans.append(note)
-        seen = {(h["topic"], h["partition"], h["offset"]) for h in hits}
-        hits += [h for h in more if (h["topic"], h["partition"], h["offset"]) not in seen]
+        seen = {_where(h) for h in hits}
+        hits += [h for h in more if _where(h) not in seen]
 
     all_tokens = {h["token_id"] for h in hits if h["message_id"] in ids and h["token_id"]} | token_ids
     tokens = stores.tokens(message_ids=ids, token_ids=all_tokens)
@@ -621,22 +683,31 @@ def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: Trac
     registered = {i.ref for i in intents if i.kind == "token" and i.ref} - all_tokens
     if registered:  # tokens an attempt processing the message made: present ones are its garbage
         tokens += stores.tokens(message_ids=set(), token_ids=registered)
-    sink_rows = _sink_rows(spark, config, ids) if ids else []
+    sink_rows, sink_schemas = _sink_rows(spark, config, ids)
     for row in sink_hits:
         if row not in sink_rows:
             sink_rows.append(row)
 
-    messages = [
-        _one_message(config, options, m, hits, tokens, entries, intents, sink_rows)
-        for m in sorted(ids)
-    ]
+    messages = [_assemble(config, options, m, hits, tokens, entries, intents, sink_rows) for m in sorted(ids)]
+    found = [] if not messages else _scoped_findings(spark, config, options, hits, committed, stores, sink_rows,
+                                                     sink_schemas, messages)
+    for m in messages:
+        m.findings = [f for f in found if m.message_id in names_message(f["code"], f["evidence"])]
+        m.verdict, m.reasons = _verdict(m, hits)
+        m.timeline = _timeline(m)
     history_run = _attach_recorded_findings(config, messages, notes)
     return TraceResult(lookup, messages, scans, notes, history_run)
 
 
-def _one_message(config: Config, options: TraceOptions, message_id: str, hits: list[dict[str, Any]],
-                 tokens: list[TokenRow], entries: list[Entry], intents: list[Intent],
-                 sink_rows: list[SinkRow]) -> MessageTrace:
+def _where(h: dict[str, Any]) -> tuple:
+    """A record as one consumer reads it (two endpoints may read one topic)."""
+    return h["consumer"], h["topic"], h["partition"], h["offset"]
+
+
+def _assemble(config: Config, options: TraceOptions, message_id: str, hits: list[dict[str, Any]],
+              tokens: list[TokenRow], entries: list[Entry], intents: list[Intent],
+              sink_rows: list[SinkRow]) -> MessageTrace:
+    """What trace found of one message: its copies, store rows, blobs and sink rows (no verdict yet)."""
     copies = sorted((_copy(h) for h in hits if h["message_id"] == message_id),
                     key=lambda c: (c.timestamp or dt.datetime.min.replace(tzinfo=dt.timezone.utc), c.topic,
                                    c.partition, c.offset))
@@ -681,93 +752,106 @@ def _one_message(config: Config, options: TraceOptions, message_id: str, hits: l
     my_intents = [i for i in intents if i.incoming_message_id == message_id or i.ref in mine]
     my_sink = [s for s in sink_rows
                if str(s.row.get(_sink_config(config, s).message_id_column)) == message_id]
-
-    trace = MessageTrace(message_id, Verdict.not_found, [], copies, my_tokens, emitted_by, caused_entries,
-                         sorted(caused.values(), key=lambda x: (x["topic"], x["message_id"])), my_intents, blobs,
-                         my_sink)
-    trace.verdict, trace.reasons = _verdict(options, trace, hits, {(e.endpoint, e.incoming_message_id): e
-                                                                   for e in entries})
-    trace.findings = _findings(options, trace, hits)
-    trace.timeline = _timeline(trace)
-    return trace
+    return MessageTrace(message_id, Verdict.not_found, [], copies, my_tokens, emitted_by, caused_entries,
+                        sorted(caused.values(), key=lambda x: (x["topic"], x["message_id"])), my_intents, blobs,
+                        my_sink)
 
 
-def _committed_attempt(trace: MessageTrace, hits: list[dict[str, Any]], entries_by_incoming: dict) -> dict:
-    """Per (producer, causation): the attempt that committed, as EO302 decides it: the one a pending
-    entry names, else the last attempt to send."""
-    out: dict[tuple[str, str], str] = {}
-    keys = {(c.producer, c.causation_id) for c in trace.copies if c.producer and c.causation_id}
-    for producer, cause in keys:
-        pending = entries_by_incoming.get((producer, cause))
-        if pending is not None and pending.attempt_id:
-            out[(producer, cause)] = pending.attempt_id
+#: the records trace found, as the checks read them (RECORD_COLUMNS less committed and processed)
+_SCOPE_RECORDS = ("endpoint string, topic string, partition int, offset long, timestamp timestamp, message_id string, "
+                  "token_id string, producer string, seq long, causation_id string, attempt_id string, blobs string, "
+                  "problem string")
+_BLOB_LISTING = "name string, size long, modified timestamp, actual_sha256 string"
+
+
+def _scoped_findings(spark: SparkSession, config: Config, options: TraceOptions, hits: list[dict[str, Any]],
+                     committed: dict, stores: _Stores, sink_rows: list[SinkRow], sink_schemas: dict,
+                     messages: list[MessageTrace]) -> list[dict[str, Any]]:
+    """The catalog's message-scoped findings over every row trace found (eoctl.checks.scoped): the
+    checks' own definitions, run on the few rows instead of whole topics and tables."""
+    from eoctl.checks.context import AuditOptions
+    from eoctl.checks.scoped import ScopedContext, scoped_findings
+    from eoctl.engine.frames import local_frame
+
+    records = local_frame(spark, [
+        (h["consumer"], h["topic"], h["partition"], h["offset"], _utc(h["timestamp"]), h["message_id"],
+         h["token_id"], h["producer"], h["seq"], h["causation_id"], h["attempt_id"], h["blobs"], h["problem"])
+        for h in hits], _SCOPE_RECORDS)
+    listed: dict[str, dict[str, Blob]] = {}
+    for m in messages:
+        for b in m.blobs:
+            if b.present:
+                listed.setdefault(b.producer, {})[b.name] = b
+    blobs = {name: local_frame(spark, [(b.name, b.size, b.modified, b.actual_sha256)
+                                       for b in listed.get(name, {}).values()], _BLOB_LISTING)
+             for name, ep in config.endpoints.items() if ep.blobs}
+    sinks = {}
+    for name, ep in config.endpoints.items():
+        for sink in ep.sinks:
+            schema = sink_schemas[(name, sink.name)]
+            rows = [tuple(r.row.get(f.name) for f in schema.fields) for r in sink_rows
+                    if (r.endpoint, r.sink) == (name, sink.name)]
+            sinks[(name, sink.name)] = local_frame(spark, rows, schema)
+    audit_options = AuditOptions(now=options.now, grace=options.grace, stuck_after=options.stuck_after)
+    ctx = ScopedContext(spark, config, audit_options, records=records, committed=committed,
+                        tables=stores.frames(spark), sinks=sinks, blobs=blobs)
+    return scoped_findings(ctx)
+
+
+#: what a critical finding on a message makes of it, first match wins (held complete by a unit test:
+#: no message with a critical finding gets a verdict that is not bad)
+VERDICT_OF = {
+    "EO302": Verdict.ghost,
+    "EO501": Verdict.processed_twice,
+    "EO102": Verdict.will_be_processed_twice,  # or processed twice: see _several_tokens
+    "EO402": Verdict.lost,
+    "EO403": Verdict.lost,
+    "EO202": Verdict.lost,
+}
+
+
+def _verdict(t: MessageTrace, hits: list[dict[str, Any]]) -> tuple[Verdict, list[str]]:
+    """The verdict follows the message's findings (t.findings, from the checks); the facts only
+    refine it (processed twice or about to be) and say why in words."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for f in t.findings:
+        rows.setdefault(f["code"], []).append(f)
+    for code, verdict in VERDICT_OF.items():
+        if code not in rows:
             continue
-        first_sent: dict[str, tuple] = {}
-        for h in hits:
-            if h["producer"] == producer and h["causation_id"] == cause and h["attempt_id"]:
-                at = (_utc(h["timestamp"]), h["partition"], h["offset"])
-                if h["attempt_id"] not in first_sent or at < first_sent[h["attempt_id"]]:
-                    first_sent[h["attempt_id"]] = at
-        if len(first_sent) > 1:
-            out[(producer, cause)] = max(first_sent, key=lambda a: first_sent[a])
-    return out
+        first = rows[code][0]
+        ev = first["evidence"]
+        if code == "EO302":
+            return verdict, [f"sent by attempt {ev.get('ghost_attempt')} of {ev.get('producer')}, which never "
+                             f"committed; attempt {ev.get('committed_attempt')} answered the same incoming message "
+                             f"{ev.get('causation_id')}"]
+        if code == "EO501":
+            return verdict, [f"{ev.get('rows')} rows in sink {first['where']} ({first['endpoint']})"]
+        if code == "EO102":
+            return _several_tokens(t)
+        if code in ("EO402", "EO403"):
+            return verdict, [f"blob {f['evidence'].get('name')} it publishes "
+                             + ("does not exist" if f["code"] == "EO402" else
+                                "does not match its sha256: it was overwritten")
+                             for f in t.findings if f["code"] in ("EO402", "EO403")]
+        return verdict, [f"in flight at {ev.get('topic')}/{ev.get('partition')}@{ev.get('offset')} but its token "
+                         f"{ev.get('token_id')} is gone: the consumer will drop it as a duplicate, and its effect "
+                         "is in no sink"]
 
-
-def _verdict(options: TraceOptions, t: MessageTrace, hits: list[dict[str, Any]],
-             pending: dict[tuple[str, str], Entry]) -> tuple[Verdict, list[str]]:
-    reasons: list[str] = []
     processed = [c for c in t.copies if c.processed]
     waiting = [c for c in t.copies if not c.processed]
+    stuck = {(f["endpoint"], f["evidence"].get("incoming_message_id")) for f in rows.get("EO301", [])}
 
-    # ghost: sent by an attempt that never committed
-    committed = _committed_attempt(t, hits, pending)
-    ghosts = [c for c in t.copies if (c.producer, c.causation_id) in committed
-              and c.attempt_id != committed[(c.producer, c.causation_id)]]
-    if ghosts:
-        c = ghosts[0]
-        return Verdict.ghost, [f"sent by attempt {c.attempt_id} of {c.producer}, which never committed; attempt "
-                               f"{committed[(c.producer, c.causation_id)]} answered the same incoming message "
-                               f"{c.causation_id}"]
-
-    # twice: two sink rows, or two tokens consumed
-    if len(t.sink_rows) > 1:
-        return Verdict.processed_twice, [f"{len(t.sink_rows)} rows in sink {t.sink_rows[0].sink}"]
-    consumed = {c.token_id for c in processed if c.token_present is False}
-    if len(consumed) > 1:
-        return Verdict.processed_twice, [f"{len(consumed)} different tokens were consumed: {', '.join(sorted(consumed))}"]
-    # will be processed twice (EO102): a copy waits under a token still in the consumer's store, other
-    # than the one that let another copy through (or beside another waiting copy's token)
-    ahead = [c for c in waiting if c.token_present is True and c.token_id not in {p.token_id for p in processed}]
-    if ahead and (processed or len({c.token_id for c in ahead}) > 1):
-        c = ahead[0]
-        first = (f"it was processed at {_pos(processed[0])} under token {processed[0].token_id}" if processed else
-                 f"another copy waits under token {next(a.token_id for a in ahead if a.token_id != c.token_id)}")
-        return Verdict.will_be_processed_twice, [
-            f"copy at {_pos(c)} waits above {c.consumer}'s committed offset under token {c.token_id}, which is "
-            f"present in its store: the consumer will process it; {first}"]
-
-    # lost: its blob is gone or changed, or its only copies wait with no token left
-    for b in t.blobs:
-        if b.registered_only:
-            continue
-        if b.present is False:
-            reasons.append(f"blob {b.name} it publishes does not exist")
-        elif b.sha256_ok is False:
-            reasons.append(f"blob {b.name} it publishes does not match its sha256: it was overwritten")
-    if reasons:
-        return Verdict.lost, reasons
-    if waiting and not processed and not t.sink_rows and all(c.token_present is False for c in waiting):
-        return Verdict.lost, [f"in flight at {_pos(waiting[0])} but its token is gone: the consumer will drop it "
-                              "as a duplicate, and its effect is in no sink"]
+    def is_stuck(e: Entry) -> bool:
+        return (e.endpoint, e.incoming_message_id) in stuck
 
     # in flight: not sent yet, waiting on the topic, or its processing's entry still pending
     if not t.copies:
         if t.emitted_by is not None:
             e = t.emitted_by
-            stuck = e.age_seconds is not None and e.age_seconds > options.stuck_after.total_seconds()
             return Verdict.in_flight, [f"not sent yet: pending in the outbox of {e.endpoint} "
                                        f"(entry {e.incoming_message_id}, {_age(e.age_seconds)} old"
-                                       + (", stuck: replay-outbox sends it" if stuck else "") + ")"]
+                                       + (", stuck: replay-outbox sends it" if is_stuck(e) else "") + ")"]
         if t.tokens or t.intents:
             return Verdict.never_sent, ["the stores know it (tokens or intents) but no copy is on any topic and no "
                                         "pending entry holds it: left by an attempt that did not send it"]
@@ -781,16 +865,14 @@ def _verdict(options: TraceOptions, t: MessageTrace, hits: list[dict[str, Any]],
     open_entries = [e for e in t.caused_entries if not _entry_sent(e, hits)]
     if open_entries:
         e = open_entries[0]
-        stuck = e.age_seconds is not None and e.age_seconds > options.stuck_after.total_seconds()
         return Verdict.in_flight, [f"consumed by {e.endpoint}, but the messages its processing emits are pending "
                                    f"in the outbox ({_age(e.age_seconds)} old"
-                                   + (", stuck: replay-outbox sends them" if stuck else "") + ")"]
+                                   + (", stuck: replay-outbox sends them" if is_stuck(e) else "") + ")"]
     reasons = [f"consumed by {processed[0].consumer} at {_pos(processed[0])}"]
     if len(t.copies) > 1:
         tokens = {c.token_id for c in t.copies}
         reasons.append(f"{len(t.copies)} copies with one token: redeliveries the consumer dropped" if len(tokens) == 1
-                       else f"{len(t.copies)} copies under {len(tokens)} tokens: the others' tokens are gone, so the "
-                            "consumer drops them")
+                       else f"{len(t.copies)} copies under {len(tokens)} tokens on different topics or consumers")
     if t.sink_rows:
         reasons.append(f"one row in sink {t.sink_rows[0].sink}")
     for e in t.caused_entries:
@@ -798,56 +880,40 @@ def _verdict(options: TraceOptions, t: MessageTrace, hits: list[dict[str, Any]],
     return Verdict.processed_once, reasons
 
 
+def _several_tokens(t: MessageTrace) -> tuple[Verdict, list[str]]:
+    """EO102 on a message: processed twice when two of its tokens were used up, else about to be.
+
+    A token is used up when a copy under it was processed, or is gone from the consumer's store
+    although a copy under it exists: only processing removes a token a record carries (gc never
+    does), so a copy still in flight whose token is gone was processed before its offset was
+    committed. A copy waiting under a token still present will be processed."""
+    processed = [c for c in t.copies if c.processed]
+    used = {c.token_id for c in processed} | {c.token_id for c in t.copies if c.token_present is False}
+    if len(used) > 1:
+        return Verdict.processed_twice, [f"{len(used)} different tokens were consumed: {', '.join(sorted(used))}"]
+    ahead = [c for c in t.copies if not c.processed and c.token_present is not False and c.token_id not in used]
+    if not ahead:  # EO102 groups copies per consumer and topic; these facts do not say more
+        tokens = sorted({c.token_id for c in t.copies if c.token_id})
+        return Verdict.will_be_processed_twice, [f"it travels under {len(tokens)} tokens: {', '.join(tokens)}"]
+    c = ahead[0]
+    if used:
+        first = next(p for p in t.copies if p.token_id in used)
+        before = (f"it was processed at {_pos(first)} under token {first.token_id}" if first.processed
+                  else f"token {first.token_id} of its copy at {_pos(first)} was consumed")
+    else:
+        other = next((a.token_id for a in ahead if a.token_id != c.token_id), "?")
+        before = f"another copy waits under token {other}"
+    store = "which is present in its store" if c.token_present else "whose store eoctl does not read"
+    return Verdict.will_be_processed_twice, [
+        f"copy at {_pos(c)} waits above {c.consumer}'s committed offset under token {c.token_id}, {store}: the "
+        f"consumer will process it; {before}"]
+
+
 def _entry_sent(e: Entry, hits: list[dict[str, Any]]) -> bool:
     """Every outgoing message of a pending entry is on a topic read (with a token)."""
     sent = {h["message_id"] for h in hits if h["causation_id"] == e.incoming_message_id}
     wanted = {m.get("message_id") for m in e.outgoing}
     return wanted <= sent  # an entry with nothing to send has sent everything
-
-
-def _findings(options: TraceOptions, t: MessageTrace, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The catalog's findings as they show on this one message."""
-    out: list[dict[str, Any]] = []
-    by_token: dict[str | None, list[Copy]] = {}
-    for c in t.copies:
-        by_token.setdefault(c.token_id, []).append(c)
-    for token, copies in by_token.items():
-        if len(copies) > 1:
-            out.append({"code": "EO101", "token_id": token, "positions": [_pos(c) for c in copies]})
-    if len(by_token) > 1:
-        out.append({"code": "EO102", "tokens": sorted(k for k in by_token if k)})
-    if t.verdict is Verdict.ghost:
-        out.append({"code": "EO302", "attempt_id": t.copies[0].attempt_id if t.copies else None})
-    lost_waiting = [c for c in t.copies if not c.processed and c.token_present is False]
-    if lost_waiting and t.verdict is Verdict.lost and not any(c.processed for c in t.copies):
-        out.append({"code": "EO202", "positions": [_pos(c) for c in lost_waiting]})
-    held_incoming = {e.incoming_token_id for e in t.caused_entries}
-    for c in t.copies:
-        if c.processed and c.token_present and c.token_id not in held_incoming:
-            out.append({"code": "EO203", "token_id": c.token_id, "position": _pos(c)})
-    for e in [t.emitted_by, *t.caused_entries]:
-        if e is not None and e.age_seconds is not None and e.age_seconds > options.stuck_after.total_seconds():
-            out.append({"code": "EO301", "endpoint": e.endpoint, "incoming_message_id": e.incoming_message_id})
-    for b in t.blobs:
-        if b.registered_only:
-            registered = [i.created_at for i in t.intents if i.ref == b.name and isinstance(i.created_at, dt.datetime)]
-            old = bool(registered) and options.now - min(registered) > options.grace
-            if b.present and old:  # prepared by an attempt processing it, published by none
-                out.append({"code": "EO401", "name": b.name, "endpoint": b.producer})
-        elif b.present is False:
-            out.append({"code": "EO402", "name": b.name})
-        elif b.sha256_ok is False:
-            out.append({"code": "EO403", "name": b.name})
-    if len(t.sink_rows) > 1:
-        out.append({"code": "EO501", "sink": t.sink_rows[0].sink, "rows": len(t.sink_rows)})
-    in_flight = {c.token_id for c in t.copies if not c.processed}
-    held = {m.get("token_id") for e in [t.emitted_by, *t.caused_entries] if e for m in e.outgoing} | held_incoming
-    for tok in t.tokens:
-        age = (options.now - tok.created_at) if isinstance(tok.created_at, dt.datetime) else None
-        if tok.token_id not in in_flight and tok.token_id not in held and age is not None and age > options.grace:
-            if not any(c.token_id == tok.token_id and c.processed for c in t.copies):
-                out.append({"code": "EO201", "token_id": tok.token_id, "endpoint": tok.endpoint})
-    return out
 
 
 def _timeline(t: MessageTrace) -> list[Event]:

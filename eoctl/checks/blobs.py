@@ -29,7 +29,7 @@ def relative_name(uri, prefix: str):
 
 def listing(ctx: AuditContext, name: str, with_hash: bool = False):
     """name (relative to the prefix), size, modified[, sha256] of every blob under the prefix."""
-    return ctx.cached(("blobs", name, with_hash), lambda: _list(ctx, name, with_hash))
+    return ctx.blob_listing(name, with_hash, lambda: _list(ctx, name, with_hash))
 
 
 def _list(ctx: AuditContext, name: str, with_hash: bool):

@@ -147,20 +147,7 @@ class AuditContext:
             frames.append(df.withColumn("endpoint", F.lit(name)))
         if not frames:
             return local_frame(self.spark, [], _EMPTY_RECORDS)
-        df = self.with_processed(reduce(lambda a, b: a.unionByName(b), frames))
-        df = df.withColumn("seq", F.col("sequence").try_cast("long"))
-        valid = lambda c: F.coalesce(F.is_valid_utf8(F.col(c)), F.lit(True))  # noqa: E731
-        df = df.withColumn(
-            "problem",
-            F.when(F.col("message_id").isNull() | F.col("token_id").isNull(),
-                   F.lit("missing eo-message-id or eo-token-id header"))
-            .when(~(valid("message_id") & valid("token_id") & valid("producer") & valid("sequence")
-                    & valid("causation_id") & valid("attempt_id") & valid("blobs")),
-                  F.lit("protocol header is not UTF-8"))
-            .when(F.col("sequence").isNotNull() & F.col("seq").isNull(), F.lit("eo-sequence is not an integer"))
-            .when(F.col("blobs").isNotNull() & F.from_json("blobs", BLOB_REFS).isNull(),
-                  F.lit("eo-blobs is not a JSON list of {uri, sha256}")),
-        )
+        df = with_problem(self.with_processed(reduce(lambda a, b: a.unionByName(b), frames)))
         # Only what the checks read is kept: the working copy is the audit's largest cost.
         # `blobs` stays text; the blob checks parse it for the few producers that publish blobs.
         return self._working_copy(df.select(*RECORD_COLUMNS))
@@ -180,7 +167,7 @@ class AuditContext:
         """Rows of the base index (records, or a check state's) this run takes from it (bounded()),
         with `committed` and `processed` from the current committed offsets."""
         # one broadcast join gives both the bounds and the committed offset of each row's partition
-        return self.bounded(df, "committed").withColumn("processed", _processed())
+        return self.bounded(df, "committed").withColumn("processed", processed_flag())
 
     @cached_property
     def records(self) -> DataFrame:
@@ -289,7 +276,7 @@ class AuditContext:
     def with_processed(self, df: DataFrame) -> DataFrame:
         """Records (of this run or a check state) with `committed` and `processed` from the current
         committed offsets."""
-        return self._with_committed(df).withColumn("processed", _processed())
+        return self._with_committed(df).withColumn("processed", processed_flag())
 
     def _commits(self) -> DataFrame:
         rows = [(n, t, p, o) for n, topics in self.committed.items() for t, parts in topics.items()
@@ -474,6 +461,11 @@ class AuditContext:
         frames = [df for (_, key), df in self._tables.items() if key == "intents"]
         return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
 
+    def blob_listing(self, name: str, with_hash: bool, list_all) -> DataFrame:
+        """Every blob under endpoint `name`'s prefix (`list_all()`: name, size, modified[,
+        actual_sha256]), listed once for every check that reads it."""
+        return self.cached(("blobs", name, with_hash), list_all)
+
     def once(self, key: tuple, compute):
         """A value several checks share (a sink's watermarks), computed once."""
         if key not in self._values:
@@ -513,7 +505,28 @@ class AuditContext:
         return reduce(lambda a, b: a.unionByName(b), frames).where(F.col("token_id").isNotNull()).distinct()
 
 
-def _processed():
+def with_problem(df: DataFrame) -> DataFrame:
+    """Records with protocol columns, plus `seq` (eo-sequence as a number) and `problem`: why the
+    record's protocol headers are unusable (EO105), else null. The one definition the audit's scan
+    and trace's both apply."""
+    from pyspark.sql import functions as F
+
+    df = df.withColumn("seq", F.col("sequence").try_cast("long"))
+    valid = lambda c: F.coalesce(F.is_valid_utf8(F.col(c)), F.lit(True))  # noqa: E731
+    return df.withColumn(
+        "problem",
+        F.when(F.col("message_id").isNull() | F.col("token_id").isNull(),
+               F.lit("missing eo-message-id or eo-token-id header"))
+        .when(~(valid("message_id") & valid("token_id") & valid("producer") & valid("sequence")
+                & valid("causation_id") & valid("attempt_id") & valid("blobs")),
+              F.lit("protocol header is not UTF-8"))
+        .when(F.col("sequence").isNotNull() & F.col("seq").isNull(), F.lit("eo-sequence is not an integer"))
+        .when(F.col("blobs").isNotNull() & F.from_json("blobs", BLOB_REFS).isNull(),
+              F.lit("eo-blobs is not a JSON list of {uri, sha256}")),
+    )
+
+
+def processed_flag():
     """Processed: below the consumer's committed offset (no commit: nothing is processed)."""
     from pyspark.sql import functions as F
 

@@ -22,6 +22,8 @@ def stuck_entries(ctx: AuditContext) -> Iterator[Hit]:
         stuck = outbox.where(F.col("created_at") < ctx.ts(ctx.options.stuck_after)).select(
             "endpoint", "incoming_message_id", "incoming_token_id", "attempt_id",
             F.size(F.from_json(F.col("outgoing").cast("string"), OUTGOING)).alias("outgoing_messages"),
+            # the messages it holds back: what an operator traces, and what names it in a trace
+            F.from_json(F.col("outgoing").cast("string"), OUTGOING).message_id.alias("message_ids"),
             F.col("tokens_committed_at").isNotNull().alias("tokens_committed"), "created_at",
             (F.lit(ctx.options.now.timestamp()) - F.col("created_at").cast("double")).cast("long").alias("age_seconds"))
         yield "EO301", name, ctx.config.endpoints[name].outbox.table, stuck

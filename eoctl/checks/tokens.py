@@ -109,7 +109,8 @@ def _token_join(ctx: AuditContext, name: str, tokens):
             (F.col("endpoint") == name).alias("mine"))
         r = r.join(stored, "token_id", "left").where(
             F.col("_stored").isNotNull() | (F.col("mine") & ~F.col("processed"))).drop("_stored")
-        t = tokens.select("token_id", "created_at", "attempt_id", F.lit(True).alias("stored"))
+        t = tokens.select("token_id", "created_at", "attempt_id", F.col("message_id").alias("token_message_id"),
+                          F.lit(True).alias("stored"))
         j = r.join(t, "token_id", "full_outer")
         orphan = F.col("mine").isNull() & (F.col("created_at") < ctx.ts(ctx.options.grace))
         leaked = F.col("mine") & F.col("processed") & F.col("stored").isNotNull()
@@ -134,7 +135,8 @@ def orphan_tokens(ctx: AuditContext) -> Iterator[Hit]:
     for name, tokens in _tokens(ctx):
         intents = ctx.intents
         orphans = _token_join(ctx, name, tokens).where(F.col("kind") == "orphan").select(
-            "token_id", "created_at", "attempt_id").join(ctx.referenced_tokens, "token_id", "left_anti")
+            "token_id", F.col("token_message_id").alias("message_id"), "created_at", "attempt_id",
+        ).join(ctx.referenced_tokens, "token_id", "left_anti")
         if intents is not None:  # register-cleanup evidence: which attempt registered it
             registered = intents.where(F.col("kind") == "token").select(
                 F.col("ref").alias("token_id"), F.col("incoming_message_id").alias("registered_by_message"),

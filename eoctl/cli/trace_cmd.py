@@ -14,7 +14,7 @@ from eoctl.errors import ExitCode, UsageError
 
 def trace(
     ctx: typer.Context,
-    ident: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="a message id (or, with --token, a token id)", show_default=False)] = None,
+    idents: Annotated[Optional[list[str]], typer.Argument(metavar="[ID]...", help="message ids (or, with --token, token ids), traced in one pass", show_default=False)] = None,
     token: Annotated[bool, typer.Option("--token", help="ID is a token id")] = False,
     by: Annotated[Optional[str], typer.Option("--by", help="find the message by a sink column, e.g. order_id=42")] = None,
     since: Annotated[Optional[str], typer.Option(help="read only records at or after this ISO time (fast path)")] = None,
@@ -26,12 +26,14 @@ def trace(
 ) -> int:
     """Everything eoctl can see about one logical message: every copy on every input topic, its
     tokens, the outbox entry that holds it and the one its processing left, intents, blobs and sink
-    rows, as a timeline, with a verdict (processed once, processed twice, in flight, lost, ghost).
-    Exit 1 when the verdict is processed twice, lost, ghost or nothing was found."""
+    rows, as a timeline, with the catalog's findings on it and a verdict (processed once, processed
+    twice, will be processed twice, in flight, lost, ghost). Several ids are traced in one pass.
+    Exit 1 when a verdict is processed twice, will be processed twice, lost, ghost or nothing was
+    found."""
     from eoctl.trace import Lookup, TraceOptions, run_trace
 
     app: AppContext = ctx.obj
-    if sum(x is not None for x in (ident, by)) != 1:
+    if bool(idents) == (by is not None):
         raise UsageError("give a message id, a token id with --token, or --by COLUMN=VALUE (one of them)")
     if by is not None:
         column, sep, value = by.partition("=")
@@ -39,8 +41,8 @@ def trace(
             raise UsageError(f"--by {by!r}: expected COLUMN=VALUE, e.g. --by order_id=42")
         lookup = Lookup("sink", value, column.strip())
     else:
-        assert ident is not None
-        lookup = Lookup("token_id" if token else "message_id", ident)
+        assert idents
+        lookup = Lookup("token_id" if token else "message_id", idents[0], values=list(dict.fromkeys(idents)))
     options = TraceOptions(
         since=parse_time(since, "--since") if since else None, until=parse_time(until, "--until") if until else None,
         window=parse_duration(window, "--window"), full_scan=full_scan,

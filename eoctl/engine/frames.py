@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 _ROWS_PER_LITERAL = 500  # keeps each generated array expression small enough for codegen
 
 
-def local_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], ddl: str) -> DataFrame:
-    """A DataFrame of a few rows (committed offsets, broker answers) with the schema `ddl`.
+def local_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], ddl: str | StructType) -> DataFrame:
+    """A DataFrame of a few rows (committed offsets, broker answers) with the schema `ddl` (a DDL
+    string, or a StructType such as another frame's schema).
 
     Why not `spark.createDataFrame`: classic PySpark ships local rows as a pickled RDD, which forks
     Python workers (about 150 MiB of RSS for the daemon and two workers) every time the frame is
@@ -22,7 +24,7 @@ def local_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], ddl: str) ->
     from pyspark.sql import functions as F
     from pyspark.sql.types import DataType, StructType
 
-    schema = DataType.fromDDL(ddl)
+    schema = ddl if isinstance(ddl, StructType) else DataType.fromDDL(ddl)
     assert isinstance(schema, StructType), ddl
     if not rows:
         return spark.range(0).select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])

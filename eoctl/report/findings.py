@@ -35,34 +35,79 @@ class Severity(IntEnum):
 
 @dataclass(frozen=True)
 class CodeInfo:
+    """One finding code, declared once: what derives from it (the README table, `--select`, the
+    history's item identity, which findings trace reports for a message) reads it from here."""
+
     code: str
     area: str
     severity: Severity
     title: str
+    #: evidence columns that name what was found (never ages or counts): the history's item
+    #: identity. Empty: every column except the aggregates (sinks, whose columns are the sink's own).
+    identity: tuple[str, ...] = ()
+    #: evidence columns that name the message(s) a finding concerns (a message id, or a list of
+    #: them); empty: not about one message (a gap, a partition, a transaction, a sink key). `eoctl
+    #: trace` runs the codes that have them over one message's rows and keeps the rows naming it.
+    names_message: tuple[str, ...] = ()
+
+    @property
+    def message_scoped(self) -> bool:
+        return bool(self.names_message)
 
 
+_C = CodeInfo
 CATALOG: dict[str, CodeInfo] = {
     c.code: c
     for c in [
-        CodeInfo("EO101", "topics", Severity.INFO, "redelivered copy: same message id and token at another offset"),
-        CodeInfo("EO102", "topics", Severity.CRITICAL, "one message id under several tokens: will be processed twice"),
-        CodeInfo("EO103", "topics", Severity.ERROR, "one (producer, sequence) on several message ids"),
-        CodeInfo("EO104", "topics", Severity.WARNING, "gap in a producer's sequence"),
-        CodeInfo("EO105", "topics", Severity.ERROR, "record without usable protocol headers"),
-        CodeInfo("EO201", "tokens", Severity.WARNING, "orphan token past the grace period (gc candidate)"),
-        CodeInfo("EO202", "tokens", Severity.CRITICAL, "in-flight record without token or effect: silent loss"),
-        CodeInfo("EO203", "tokens", Severity.WARNING, "token of a processed record still present"),
-        CodeInfo("EO204", "tokens", Severity.CRITICAL, "committed offset below the log start offset: records lost"),
-        CodeInfo("EO301", "outbox", Severity.ERROR, "outbox entry pending longer than the threshold (replay candidate)"),
-        CodeInfo("EO302", "outbox", Severity.CRITICAL, "ghost message: sent by an attempt that never committed"),
-        CodeInfo("EO401", "blobs", Severity.WARNING, "orphan prepared blob past the grace period (gc candidate)"),
-        CodeInfo("EO402", "blobs", Severity.CRITICAL, "record references a blob that does not exist"),
-        CodeInfo("EO403", "blobs", Severity.CRITICAL, "blob content does not match the sha256 its message carries"),
-        CodeInfo("EO501", "sinks", Severity.CRITICAL, "the same source message applied more than once"),
-        CodeInfo("EO502", "sinks", Severity.ERROR, "one idempotency key with conflicting values"),
-        CodeInfo("EO601", "transactions", Severity.CRITICAL, "hanging Kafka transaction: last stable offset stuck"),
+        _C("EO101", "topics", Severity.INFO, "redelivered copy: same message id and token at another offset",
+           ("topic", "message_id", "token_id"), ("message_id",)),
+        _C("EO102", "topics", Severity.CRITICAL, "one message id under several tokens: will be processed twice",
+           ("topic", "message_id"), ("message_id",)),
+        _C("EO103", "topics", Severity.ERROR, "one (producer, sequence) on several message ids",
+           ("topic", "producer", "sequence"), ("message_ids",)),
+        _C("EO104", "topics", Severity.WARNING, "gap in a producer's sequence",
+           ("topic", "producer", "missing_from", "missing_to")),
+        _C("EO105", "topics", Severity.ERROR, "record without usable protocol headers",
+           ("topic", "partition", "offset"), ("message_id",)),
+        # registered_by_message: the incoming message whose processing registered the token or blob
+        _C("EO201", "tokens", Severity.WARNING, "orphan token past the grace period (gc candidate)",
+           ("token_id",), ("message_id", "registered_by_message")),
+        _C("EO202", "tokens", Severity.CRITICAL, "in-flight record without token or effect: silent loss",
+           ("topic", "partition", "offset"), ("message_id",)),
+        _C("EO203", "tokens", Severity.WARNING, "token of a processed record still present",
+           ("token_id",), ("message_id",)),
+        _C("EO204", "tokens", Severity.CRITICAL, "committed offset below the log start offset: records lost",
+           ("topic", "partition")),
+        # an entry concerns the message it processes and the messages it holds to send
+        _C("EO301", "outbox", Severity.ERROR, "outbox entry pending longer than the threshold (replay candidate)",
+           ("endpoint", "incoming_message_id"), ("incoming_message_id", "message_ids")),
+        _C("EO302", "outbox", Severity.CRITICAL, "ghost message: sent by an attempt that never committed",
+           ("topic", "producer", "causation_id", "ghost_attempt"), ("message_ids",)),
+        _C("EO401", "blobs", Severity.WARNING, "orphan prepared blob past the grace period (gc candidate)",
+           ("name",), ("registered_by_message",)),
+        _C("EO402", "blobs", Severity.CRITICAL, "record references a blob that does not exist",
+           ("name", "topic", "partition", "offset"), ("message_id",)),
+        _C("EO403", "blobs", Severity.CRITICAL, "blob content does not match the sha256 its message carries",
+           ("name", "topic", "partition", "offset"), ("message_id",)),
+        _C("EO501", "sinks", Severity.CRITICAL, "the same source message applied more than once",
+           (), ("source_message_id",)),
+        _C("EO502", "sinks", Severity.ERROR, "one idempotency key with conflicting values"),
+        _C("EO601", "transactions", Severity.CRITICAL, "hanging Kafka transaction: last stable offset stuck",
+           ("topic", "partition", "last_stable_offset")),
     ]
 }
+
+
+def names_message(code: str, row: dict[str, Any]) -> set[str]:
+    """The message ids an evidence row of `code` names (CodeInfo.names_message)."""
+    out: set[str] = set()
+    for column in CATALOG[code].names_message:
+        value = row.get(column)
+        if isinstance(value, (list, tuple)):
+            out |= {str(v) for v in value if v is not None}
+        elif value is not None:
+            out.add(str(value))
+    return out
 
 
 @dataclass

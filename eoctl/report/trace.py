@@ -14,7 +14,8 @@ _STYLE = {"processed once": "green", "in flight": "yellow", "never sent": "yello
 
 def render_trace(result: TraceResult, console: Console) -> None:
     lk = result.lookup
-    what = f"{lk.column} = {lk.value}" if lk.kind == "sink" else f"{lk.kind.replace('_', ' ')} {lk.value}"
+    what = (f"{lk.column} = {lk.value}" if lk.kind == "sink" else
+            f"{lk.kind.replace('_', ' ')}{'s' if len(lk.values) > 1 else ''} {', '.join(lk.values)}")
     console.print(f"[bold]trace of {what}[/]")
     for note in result.scans:
         kind = "[yellow]read every record[/]" if note.full else "read"
