@@ -9,7 +9,12 @@ Where each piece comes from, and how it is found without reading more than neede
   matching records and a count. The scan starts at `--since` (on Kafka: the offsets of that time,
   asked of the broker) or, failing that, at the store's first sign of the message less `--window`;
   otherwise it reads the whole topic and says so. A second, time-bounded pass looks for the other
-  attempts of the same incoming message (ghost check) and for copies a token lookup revealed.
+  attempts of the same incoming message (EO302), the records sharing a copy's producer and sequence
+  (EO103), and copies a token lookup revealed.
+
+The message's findings are not decided here: the audit's own checks run over the rows gathered
+(eoctl.checks.scoped), and the verdict follows the findings that name the message (VERDICT_OF);
+the facts only refine it and say why in words.
 
 Nothing is collected but the matches: a message has a handful of copies.
 """

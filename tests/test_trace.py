@@ -25,11 +25,30 @@ def chaos(tmp_path_factory) -> ChaosRun:
     return recorded_copy(tmp_path_factory.mktemp("trace"))
 
 
+@pytest.fixture(scope="module")
+def audited(spark, chaos: ChaosRun):
+    """The settled audit of the sample (every code), and the time it was taken at."""
+    from eoctl.audit import run_audit, select_codes
+    from eoctl.checks.context import AuditOptions
+
+    now, zero = dt.datetime.now(dt.timezone.utc), dt.timedelta(0)
+    return now, run_audit(spark, chaos.config, AuditOptions(now=now, grace=zero, stuck_after=zero),
+                          select_codes(None, None))
+
+
 def _trace(spark, chaos: ChaosRun, message_id: str):
     result = run_trace(spark, chaos.config, Lookup("message_id", message_id), TraceOptions(**SETTLED))
     (message,) = result.messages
     assert message.message_id == message_id
     return message
+
+
+def _trace_many(spark, chaos: ChaosRun, message_ids: list[str]) -> dict:
+    """Several messages traced in one pass (each gets what it would alone: tests/test_trace_findings.py)."""
+    result = run_trace(spark, chaos.config, Lookup("message_id", message_ids[0], values=message_ids),
+                       TraceOptions(**SETTLED))
+    assert sorted(m.message_id for m in result.messages) == sorted(set(message_ids))
+    return {m.message_id: m for m in result.messages}
 
 
 def _codes(message) -> set[str]:
@@ -52,20 +71,24 @@ def test_every_fault_kind_has_a_verdict_test() -> None:
 def test_verdict_crash(spark, chaos) -> None:
     """A crash at any step, recovered by redelivery: processed once; a crash after the incoming
     token was removed leaves the entry pending (EO301) although its messages were sent."""
-    for e in _entries(chaos, "crash"):
-        m = _trace(spark, chaos, e["message_id"])
+    crashes = _entries(chaos, "crash")
+    traced = _trace_many(spark, chaos, [m for e in crashes for m in [e["message_id"], *e.get("outgoing", [])]])
+    for e in crashes:
+        m = traced[e["message_id"]]
         assert m.verdict is Verdict.processed_once, (e["step"], e["endpoint"], m.reasons)
         assert ("EO301" in _codes(m)) == (e["step"] == "incoming_token_removed"), e
         assert all(c.consumer == e["endpoint"] for c in m.copies)
         for out in e.get("outgoing", []):
-            assert _trace(spark, chaos, out).verdict is Verdict.processed_once
+            assert traced[out].verdict is Verdict.processed_once
 
 
 def test_verdict_crash_no_cleanup(spark, chaos) -> None:
     """Processed once; the garbage the crashed attempt left (an orphan blob or token) shows as a
     finding of the message whose processing left it."""
-    for e in _entries(chaos, "crash_no_cleanup"):
-        m = _trace(spark, chaos, e["message_id"])
+    leftovers = _entries(chaos, "crash_no_cleanup")
+    traced = _trace_many(spark, chaos, [e["message_id"] for e in leftovers])
+    for e in leftovers:
+        m = traced[e["message_id"]]
         assert m.verdict is Verdict.processed_once
         assert set(e["expect"]) <= _codes(m), (e, m.findings)
         if "EO401" in e["expect"]:
@@ -157,12 +180,14 @@ def test_verdict_shared_blob_name(spark, chaos) -> None:
 
 def test_verdict_stuck(spark, chaos) -> None:
     """The incoming message was consumed, but what its processing emits waits in the outbox."""
-    for e in _entries(chaos, "stuck"):
-        m = _trace(spark, chaos, e["message_id"])
+    stuck = _entries(chaos, "stuck")
+    traced = _trace_many(spark, chaos, [m for e in stuck for m in [e["message_id"], *e["outgoing"]]])
+    for e in stuck:
+        m = traced[e["message_id"]]
         assert m.verdict is Verdict.in_flight
         assert [x.incoming_message_id for x in m.caused_entries] == [e["message_id"]]
         (out,) = e["outgoing"]
-        held = _trace(spark, chaos, out)
+        held = traced[out]
         assert held.verdict is Verdict.in_flight and held.copies == []
         assert held.emitted_by is not None and held.emitted_by.incoming_message_id == e["message_id"]
         assert "EO301" in _codes(m) and "EO301" in _codes(held)
@@ -176,12 +201,36 @@ def test_verdict_double_apply(spark, chaos) -> None:
     assert "EO501" in _codes(m) and "EO102" not in _codes(m)
 
 
-def test_lookup_by_token_and_the_recorded_findings(spark, chaos) -> None:
-    from eoctl import history
-    from eoctl.audit import run_audit, select_codes
-    from tests.helpers.chaos import settled
+def test_trace_agrees_with_the_audit(spark, chaos, audited) -> None:
+    """Every message the audit's findings name, traced in one pass: trace shows each finding that
+    names it and no other, and no message with a critical finding gets a verdict that needs no
+    action (a generated state: tests/test_trace_findings.py)."""
+    from tests.helpers.trace_agreement import assert_agree, named_messages, trace_all
 
-    report = run_audit(spark, chaos.config, settled(), select_codes(None, None))
+    now, report = audited
+    zero = dt.timedelta(0)
+    named = named_messages(report)
+    result = trace_all(spark, chaos.config, sorted(named), now, zero, zero)
+    assert sorted(m.message_id for m in result.messages) == sorted(named)
+    assert_agree(report, result)
+    # what the sample holds: every message-scoped code it injects shows on some message
+    assert {c for codes in named.values() for c in codes} >= {"EO101", "EO102", "EO201", "EO301", "EO302",
+                                                              "EO402", "EO403", "EO501"}
+    # one pass over several messages gives each the verdict and findings it gets alone
+    by_id = {m.message_id: m for m in result.messages}
+    for code in ("EO302", "EO403"):
+        alone_id = min(m for m, codes in named.items() if code in codes)
+        alone = run_trace(spark, chaos.config, Lookup("message_id", alone_id),
+                          TraceOptions(now=now, grace=zero, stuck_after=zero, full_scan=True)).messages[0]
+        together = by_id[alone_id]
+        assert (alone.verdict, sorted(f["code"] for f in alone.findings)) == (
+            together.verdict, sorted(f["code"] for f in together.findings)), code
+
+
+def test_lookup_by_token_and_the_recorded_findings(spark, chaos, audited) -> None:
+    from eoctl import history
+
+    _, report = audited
     history.record(chaos.config, report)
 
     (ghost,) = _entries(chaos, "ghost")

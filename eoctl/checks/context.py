@@ -409,8 +409,6 @@ class AuditContext:
 
     @cached_property
     def _tables(self) -> dict[tuple[str, str], DataFrame]:
-        from pyspark.sql import functions as F
-
         out: dict[tuple[str, str], DataFrame] = {}
         for name in self.endpoints:
             for key in KINDS:

@@ -48,8 +48,8 @@ def shared_tables(chaos: ChaosRun, kind: str, postgres=None) -> ChaosRun:
                     f"select * from {ep}.{table}" for ep in ENDPOINTS))
                 for ep in ENDPOINTS:
                     db.execute(f"drop table {ep}.{table}")
-        stores = (f'[stores.shared]\ntype = "duckdb"\npath = "state.duckdb"\nschema = "shared"\n\n'
-                  f'[stores.sinks]\ntype = "duckdb"\npath = "state.duckdb"\nschema = "shipping"\n')
+        stores = ('[stores.shared]\ntype = "duckdb"\npath = "state.duckdb"\nschema = "shared"\n\n'
+                  '[stores.sinks]\ntype = "duckdb"\npath = "state.duckdb"\nschema = "shipping"\n')
         environ: dict[str, str] = {}
     else:
         import psycopg
