@@ -4,7 +4,8 @@
   finding, reconcile class, gc plan and replay plan names each row under its own endpoint exactly
   once, as with a schema per endpoint; gc never deletes another endpoint's rows;
 - a store without intents tables: the audit runs with the same findings (less the register-cleanup
-  evidence) and says so; gc collects orphans by age past the grace period only.
+  evidence) and says so; gc collects orphans by age past the grace period only;
+- on each, trace shows every message exactly the findings the audit names it in.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from eoctl.stores.layout import StoreLayout
 from tests.helpers.chaos import CHAOS, recorded_copy, settled, store_rows
 from tests.helpers.cli import run_eoctl
 from tests.helpers.layouts import drop_intents, shared_tables
+from tests.helpers.trace_agreement import assert_agree, named_messages, trace_all
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +57,13 @@ def _plans(spark, config) -> dict[str, object]:
     }
 
 
+def _trace_agrees(spark, config, report) -> None:
+    """trace, on every message the audit's findings name, shows exactly those findings (and no
+    critical one with a verdict that needs no action), on this layout too."""
+    named = named_messages(report)
+    assert_agree(report, trace_all(spark, config, sorted(named), NOW, dt.timedelta(0), dt.timedelta(0)))
+
+
 @pytest.fixture(scope="module")
 def per_schema(spark) -> dict[str, object]:
     """The recorded sample as recorded (a schema per endpoint): what every layout must give."""
@@ -74,6 +83,7 @@ def test_shared_tables_name_each_row_under_its_own_endpoint_once(spark, per_sche
 
     report = run_audit(spark, shared.config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
     assert _findings(report, shared.config_path.parent) == per_schema["findings"]
+    _trace_agrees(spark, shared.config, report)
     entries = store_rows(shared, "select count(*) from shared.eo_outbox")[0][0]
     assert sum(f.count for f in report.findings if f.code == "EO301") == entries  # each pending entry once
     assert _plans(spark, shared.config) == {k: per_schema[k] for k in ("reconcile", "gc-tokens", "replay-outbox")}
@@ -117,6 +127,7 @@ def test_a_store_without_intents_is_audited_and_collected_by_age(spark, spark_ja
     assert len(report.notes) == 1 and report.notes[0].startswith("no intents table for shop, billing, shipping: "
                                                                  "no register-cleanup evidence")
     assert "registered_by_attempt" not in str(report.to_dict()["findings"])
+    _trace_agrees(spark, chaos.config, report)
 
     # gc: garbage only by age past the grace period (a young token of a lost attempt is just young)
     plan = gc_tokens.gc_tokens(spark, chaos.config, young)
