@@ -762,10 +762,6 @@ def _assemble(config: Config, options: TraceOptions, message_id: str, hits: list
                         my_sink)
 
 
-#: the records trace found, as the checks read them (RECORD_COLUMNS less committed and processed)
-_SCOPE_RECORDS = ("endpoint string, topic string, partition int, offset long, timestamp timestamp, message_id string, "
-                  "token_id string, producer string, seq long, causation_id string, attempt_id string, blobs string, "
-                  "problem string")
 _BLOB_LISTING = "name string, size long, modified timestamp, actual_sha256 string"
 
 
@@ -775,13 +771,11 @@ def _scoped_findings(spark: SparkSession, config: Config, options: TraceOptions,
     """The catalog's message-scoped findings over every row trace found (eoctl.checks.scoped): the
     checks' own definitions, run on the few rows instead of whole topics and tables."""
     from eoctl.checks.context import AuditOptions
-    from eoctl.checks.scoped import ScopedContext, scoped_findings
+    from eoctl.checks.scoped import SCOPED_RECORD_COLUMNS, SCOPED_RECORDS, ScopedContext, scoped_findings
     from eoctl.engine.frames import local_frame
 
-    records = local_frame(spark, [
-        (h["consumer"], h["topic"], h["partition"], h["offset"], _utc(h["timestamp"]), h["message_id"],
-         h["token_id"], h["producer"], h["seq"], h["causation_id"], h["attempt_id"], h["blobs"], h["problem"])
-        for h in hits], _SCOPE_RECORDS)
+    as_read = [{**h, "endpoint": h["consumer"], "timestamp": _utc(h["timestamp"])} for h in hits]
+    records = local_frame(spark, [tuple(h[c] for c in SCOPED_RECORD_COLUMNS) for h in as_read], SCOPED_RECORDS)
     listed: dict[str, dict[str, Blob]] = {}
     for m in messages:
         for b in m.blobs:

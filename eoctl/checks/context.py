@@ -146,7 +146,7 @@ class AuditContext:
                 df = df.where(F.col("timestamp") < F.lit(self.options.until.replace(tzinfo=None)))
             frames.append(df.withColumn("endpoint", F.lit(name)))
         if not frames:
-            return local_frame(self.spark, [], _EMPTY_RECORDS)
+            return local_frame(self.spark, [], RECORD_DDL)
         df = with_problem(self.with_processed(reduce(lambda a, b: a.unionByName(b), frames)))
         # Only what the checks read is kept: the working copy is the audit's largest cost.
         # `blobs` stays text; the blob checks parse it for the few producers that publish blobs.
@@ -238,7 +238,7 @@ class AuditContext:
     def segments_frame(self, segments) -> DataFrame:
         """The records of index segments, as they were written."""
         if not segments:  # the base run read no record at all
-            return local_frame(self.spark, [], _EMPTY_RECORDS)
+            return local_frame(self.spark, [], RECORD_DDL)
         return self.spark.read.parquet(*(s.path for s in segments))
 
     def carried(self, name: str) -> DataFrame | None:
@@ -545,7 +545,8 @@ PROBE_ROWS = 1_000_000
 #: the columns of AuditContext.records
 RECORD_COLUMNS = ("endpoint", "topic", "partition", "offset", "timestamp", "processed", "committed", "message_id",
                   "token_id", "producer", "seq", "causation_id", "attempt_id", "blobs", "problem")
-_EMPTY_RECORDS = (
+#: the types of RECORD_COLUMNS, in that order
+RECORD_DDL = (
     "endpoint string, topic string, partition int, offset long, timestamp timestamp, processed boolean, "
     "committed long, message_id string, token_id string, producer string, seq long, causation_id string, "
     "attempt_id string, blobs string, problem string"

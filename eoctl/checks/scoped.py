@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eoctl.checks.context import AuditContext, AuditOptions
+from eoctl.checks.context import RECORD_DDL, AuditContext, AuditOptions
 from eoctl.config.model import Config, SinkConfig
 from eoctl.report.findings import CATALOG
 
@@ -56,6 +56,10 @@ class ScopedContext(AuditContext):
         df = self._blobs[name]
         return df if with_hash else df.drop("actual_sha256")
 
+
+#: the columns of ScopedContext's `records`: the audit's record columns, less those it derives
+SCOPED_RECORDS = ", ".join(c for c in RECORD_DDL.split(", ") if c.split()[0] not in ("committed", "processed"))
+SCOPED_RECORD_COLUMNS = tuple(c.split()[0] for c in SCOPED_RECORDS.split(", "))
 
 #: the codes a ScopedContext runs: those whose evidence names a message
 MESSAGE_CODES = tuple(code for code, info in CATALOG.items() if info.message_scoped)
