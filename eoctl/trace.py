@@ -248,11 +248,11 @@ class _Stores:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.layout = StoreLayout(config)
-        #: (endpoint, kind) -> primary key -> the row as the checks read it (canonical columns in
-        #: SCOPE_COLUMNS order): every store row trace read, for the checks' scope
-        self.rows: dict[tuple[str, str], dict[str, tuple]] = {}
+        #: (endpoint, kind) -> primary key -> the row by canonical column: every store row trace
+        #: read, for the checks' scope
+        self.rows: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
 
-    def _keep(self, t: EndpointTable, key: str, row: tuple) -> None:
+    def _keep(self, t: EndpointTable, key: str, **row: Any) -> None:
         self.rows.setdefault((t.endpoint, t.kind), {})[key] = row
 
     def _query(self, key: str, build) -> list[tuple[EndpointTable, tuple]]:
@@ -280,7 +280,7 @@ class _Stores:
 
         out = []
         for t, (tid, m, a, c) in self._query("tokens", build):
-            self._keep(t, tid, (tid, m, t.owner, a, _utc(c)))
+            self._keep(t, tid, token_id=tid, message_id=m, destination=t.owner, attempt_id=a, created_at=_utc(c))
             out.append(TokenRow(t.endpoint, tid, m, t.owner, a, _utc(c)))
         return out
 
@@ -312,7 +312,8 @@ class _Stores:
             messages = [x for x in messages if isinstance(x, dict)]
             holds = any(x.get("message_id") in outgoing or x.get("token_id") in tokens for x in messages)
             if m in incoming or holds:
-                self._keep(table, m, (table.owner, m, t, a, outgoing_json, _utc(committed), _utc(created)))
+                self._keep(table, m, endpoint=table.owner, incoming_message_id=m, incoming_token_id=t, attempt_id=a,
+                           outgoing=outgoing_json, tokens_committed_at=_utc(committed), created_at=_utc(created))
                 out.append(Entry(table.endpoint, m, t, a, _utc(committed), _utc(created), messages))
         return out
 
@@ -329,7 +330,8 @@ class _Stores:
 
         out = []
         for t, (i, m, a, k, r, c) in self._query("intents", build):
-            self._keep(t, i, (i, t.owner, m, a, k, r, _utc(c)))
+            self._keep(t, i, intent_id=i, endpoint=t.owner, incoming_message_id=m, attempt_id=a, kind=k, ref=r,
+                       created_at=_utc(c))
             out.append(Intent(t.endpoint, i, m, a, k, r, _utc(c)))
         return out
 
@@ -342,7 +344,9 @@ class _Stores:
         for name in self.config.endpoints:
             for kind, ddl in SCOPE_COLUMNS.items():
                 if isinstance(self.layout.lookup(name, kind), EndpointTable):  # the tables there are
-                    out[(name, kind)] = local_frame(spark, list(self.rows.get((name, kind), {}).values()), ddl)
+                    columns = [c.split()[0] for c in ddl.split(", ")]
+                    rows = [tuple(r[c] for c in columns) for r in self.rows.get((name, kind), {}).values()]
+                    out[(name, kind)] = local_frame(spark, rows, ddl)
         return out
 
 
@@ -478,7 +482,9 @@ def _scan(spark: SparkSession, config: Config, bounds: _Bounds, committed: dict[
     read = df.agg(F.count(F.lit(1)).alias("n"),
                   F.collect_list(F.when(_clauses(clauses, raw), candidate)).alias("c"))
     found = with_protocol_columns(read.select("n", F.explode_outer("c").alias("r")).select("n", "r.*"), names)
-    found = with_problem(found).withColumn("processed", processed_flag()).where(F.col("offset").isNull() | _clauses(clauses, lambda col, values: F.col(col).isin(sorted(values))))
+    found = with_problem(found).withColumn("processed", processed_flag())
+    found = found.where(F.col("offset").isNull()
+                        | _clauses(clauses, lambda col, values: F.col(col).isin(sorted(values))))
     rows = found.drop("headers").collect()  # the count, and the few matching records
     hits = [r.asDict() for r in rows if r["offset"] is not None]
     for h in hits:

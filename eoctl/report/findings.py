@@ -35,8 +35,8 @@ class Severity(IntEnum):
 
 @dataclass(frozen=True)
 class CodeInfo:
-    """One finding code, declared once: what derives from it (the README table, `--select`, the
-    history's item identity, which findings trace reports for a message) reads it from here."""
+    """One finding code, declared once: `--select`, the findings history's item identity and the
+    findings trace reports for a message read it from here."""
 
     code: str
     area: str
