@@ -214,8 +214,12 @@ class _Doctor:
                 continue
             if self.spark is not None and expected.get(name):
                 table = expected[name][0][0]
-                self.attempt(component, "Spark reads it through JDBC", lambda store=store, table=table: self._jdbc(store, table),
-                             "make the JDBC driver available: engine.jars_dir or Maven access")
+                if isinstance(store, DuckDBStore):
+                    self.attempt(component, "Spark reads its snapshot", lambda store=store, table=table: self._read(store, table),
+                                 "check that eoctl's temporary folder ($EOCTL_TMPDIR) is writable and reachable by Spark")
+                else:
+                    self.attempt(component, "Spark reads it through JDBC", lambda store=store, table=table: self._read(store, table),
+                                 "make the JDBC driver available: engine.jars_dir or Maven access")
 
     def _table(self, component: str, conn, store, table: str, kind: str, columns: dict[str, str], owner: str,
                users: list[str]) -> None:
@@ -256,11 +260,11 @@ class _Doctor:
                      f"table {table} has no column {owner_column}: every row is taken as {users[0]}'s",
                      f"right if the table is {users[0]}'s alone; if it is shared, map {owner}.columns.{OWNER[kind]}")
 
-    def _jdbc(self, store, table: str) -> str:
+    def _read(self, store, table: str) -> str:
         from eoctl.sources.tables import read_store_table
 
         read_store_table(self.spark, store, table).schema
-        return f"{table} schema read through JDBC"
+        return f"{table} schema read" + ("" if isinstance(store, DuckDBStore) else " through JDBC")
 
     def _expected_tables(self) -> dict[str, list[tuple[str, str, dict[str, str], str, list[str]]]]:
         """store name -> [(table, kind, canonical -> mapped column, config key of its first user,

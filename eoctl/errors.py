@@ -17,6 +17,10 @@ class ExitCode(IntEnum):
     RUNTIME = 3
     #: another run of the same command holds the lease (gc, replay): nothing was changed
     LOCKED = 4
+    #: stopped by SIGINT (Ctrl-C): nothing half-written; a changing command's next run finishes it
+    INTERRUPTED = 130
+    #: stopped by SIGTERM, the same way
+    TERMINATED = 143
 
 
 class EoctlError(Exception):
@@ -61,3 +65,22 @@ class LeaseHeld(EoctlError):
     """Another run of the same command holds the single-runner lease."""
 
     exit_code = ExitCode.LOCKED
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (eoctl.interrupts); exits 128 + the signal's number.
+
+    A BaseException, as KeyboardInterrupt is: code that reports an error per item and goes on
+    (`except Exception`) must not swallow it."""
+
+    def __init__(self, signum: int, *, hint: str | None = None) -> None:
+        import signal
+
+        super().__init__(signum)
+        self.signum = signum
+        self.hint = hint
+        self.exit_code = ExitCode.TERMINATED if signum == signal.SIGTERM else ExitCode.INTERRUPTED
+        self.message = f"interrupted ({signal.Signals(signum).name})"
+
+    def one_line(self) -> str:
+        return f"{self.message}; {self.hint}" if self.hint else self.message

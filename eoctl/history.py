@@ -18,6 +18,7 @@ from typing import Any
 
 from eoctl.config.model import Config, DuckDBStore
 from eoctl.errors import UsageError
+from eoctl.interrupts import deferred
 from eoctl.report.findings import CATALOG, AuditReport
 from eoctl.sources.tables import store_named
 from eoctl.stores.db import Db, open_db
@@ -82,7 +83,7 @@ def record(config: Config, report: AuditReport) -> str:
     """Store one audit run; returns its id."""
     run = report.run
     counts = {code: row["count"] for code, row in report.summary().items()}
-    with history_db(config, create=True) as db:
+    with deferred(), history_db(config, create=True) as db:  # a signal waits for the commit: no half-recorded run
         with db.tx():
             db.execute(f"insert into {db.table(RUNS)} (run_id, started_at, finished_at, config_digest, endpoints, "
                        "codes, counts, scanned, record_index) values (%s, %s, %s, %s, %s, %s, %s, %s, %s)",

@@ -43,12 +43,32 @@ class AppContext:
 
     def spark(self) -> SparkSession:
         if self._spark is None:
-            from eoctl.engine import start_session
+            import tempfile
 
+            from eoctl.engine import start_session
+            from eoctl.scratch import run_dir
+
+            # PySpark's own temporary files (the gateway's connection file) go under the run's
+            # folder too; a CLI process only, as it changes where every tempfile goes
+            tempfile.tempdir = str(run_dir())
             self._spark = start_session(self.config().engine, debug=self.debug)
         return self._spark
 
     def close(self) -> None:
-        if self._spark is not None:
-            self._spark.stop()
-            self._spark = None
+        """Stop the engine (also after an error or an interrupt), then remove the run's temporary folder."""
+        import sys
+
+        from eoctl.scratch import remove_run_dir
+
+        spark, self._spark = self._spark, None
+        try:
+            if spark is not None:
+                from eoctl.engine import stop_session
+
+                stop_session(spark, quiet=not self.debug, end_jvm=True)
+            elif "pyspark" in sys.modules:  # a session cut off while it started
+                from eoctl.engine import end_driver_jvm
+
+                end_driver_jvm()
+        finally:
+            remove_run_dir()

@@ -11,7 +11,7 @@ import typer
 from eoctl import __version__
 from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, findings_cmd, gc_cmd, jars_cmd, replay_cmd, sources_cmd, trace_cmd
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.errors import EoctlError, ExitCode
+from eoctl.errors import EoctlError, ExitCode, Interrupted
 
 app = typer.Typer(
     name="eoctl",
@@ -73,8 +73,12 @@ def global_options(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
     ] = False,
 ) -> None:
+    from eoctl import logs
     from eoctl.config import resolve_config_path
+    from eoctl.scratch import remove_stale
 
+    logs.setup(debug)
+    remove_stale()  # what killed runs left (eoctl.scratch): every command, it costs a listing
     if master and remote:
         raise typer.BadParameter("use --master or --remote, not both", param_hint="--remote")
     ctx.obj = AppContext(resolve_config_path(config), output, debug, master, remote)
@@ -83,34 +87,54 @@ def global_options(
 
 def main(argv: list[str] | None = None) -> None:
     """Run eoctl; every known error becomes one line on stderr and a documented exit code."""
+    from eoctl import interrupts
+
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     command = typer.main.get_command(app)
+    interrupts.install()
     try:
         result = command.main(args=args, prog_name="eoctl", standalone_mode=False)
-    except EoctlError as exc:
-        if debug:
-            import traceback
-
-            traceback.print_exc()
-        print(f"eoctl: error: {exc.one_line()}", file=sys.stderr)
-        sys.exit(int(exc.exit_code))
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        print("eoctl: aborted", file=sys.stderr)
-        sys.exit(130)
-    except typer.TyperException as exc:  # bad flags, unknown command, bad option values
-        print(f"eoctl: error: {exc.format_message()}", file=sys.stderr)
-        sys.exit(int(ExitCode.USAGE))
-    except KeyboardInterrupt:
-        print("eoctl: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:  # an unexpected failure is still one line unless --debug
-        if debug:
-            raise
-        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        print(f"eoctl: internal error: {type(exc).__name__}: {text} (rerun with --debug for the traceback)",
-              file=sys.stderr)
-        sys.exit(int(ExitCode.RUNTIME))
+    except BaseException as exc:  # noqa: BLE001 - the one error boundary
+        sys.exit(_report(exc, debug))
     sys.exit(int(result) if isinstance(result, int) else 0)
+
+
+def _report(exc: BaseException, debug: bool) -> int:
+    """One line on stderr for `exc`; returns the exit code."""
+    import traceback
+
+    from eoctl import interrupts
+
+    if isinstance(exc, SystemExit):
+        raise exc
+    signum = interrupts.received()
+    if signum is not None and not isinstance(exc, Interrupted):
+        exc = Interrupted(signum)  # a library turned our interrupt into an error of its own
+    if isinstance(exc, typer.Exit):
+        return exc.exit_code
+    if isinstance(exc, typer.Abort):
+        print("eoctl: aborted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    if isinstance(exc, typer.TyperException):  # bad flags, unknown command, bad option values
+        print(f"eoctl: error: {exc.format_message()}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    if debug:
+        traceback.print_exception(exc)
+    if isinstance(exc, Interrupted):  # Ctrl-C, SIGTERM: one line, 130 or 143
+        print(f"eoctl: {exc.one_line()}", file=sys.stderr)
+        return int(exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):  # a library's own SIGINT handler got in first
+        print("eoctl: interrupted (SIGINT)", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    if isinstance(exc, EoctlError):
+        print(f"eoctl: error: {exc.one_line()}", file=sys.stderr)
+        return int(exc.exit_code)
+    if not isinstance(exc, Exception):
+        raise exc
+    if debug:
+        return int(ExitCode.RUNTIME)
+    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    print(f"eoctl: internal error: {type(exc).__name__}: {text} (rerun with --debug for the traceback)",
+          file=sys.stderr)
+    return int(ExitCode.RUNTIME)

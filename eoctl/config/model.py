@@ -113,6 +113,10 @@ class DuckDBStore(Strict):
     type: Literal["duckdb"]
     path: LocalPath
     schema_name: str = Field("main", alias="schema")
+    lock_wait_seconds: float = Field(
+        60, ge=0,
+        description="DuckDB lets one process at a time write a file (and none read it meanwhile): how long "
+                    "eoctl waits for its turn, saying so on stderr, before it gives up with exit 3")
 
 
 class PostgresStore(Strict):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from eoctl.config.model import EngineConfig
 from eoctl.errors import EngineError, UsageError
+from eoctl.scratch import run_dir
 
 SCALA_BINARY = "2.13"  # every Spark 4 build is Scala 2.13
 
@@ -119,7 +120,7 @@ def fetch_jars(engine: EngineConfig, dest: Path) -> list[Path]:
         raise UsageError("mvn is not on PATH", hint="install Maven, or copy a jars folder from a machine that has it")
     dest = dest.resolve()  # Maven resolves a relative outputDirectory against the POM's folder
     dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="eoctl-jars-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="jars-", dir=run_dir()) as tmp:  # under eoctl.scratch's root
         pom = Path(tmp) / "pom.xml"
         pom.write_text(pom_xml(runtime_coordinates(engine)), encoding="utf-8")
         settings = Path(tmp) / "settings.xml"

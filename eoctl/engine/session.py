@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from eoctl.config.model import EngineConfig
 from eoctl.engine.jars import spark_jar_settings
 from eoctl.errors import EngineError
+from eoctl.scratch import run_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,8 +39,9 @@ def java_version() -> tuple[int, str]:
     return major, line
 
 
-def session_settings(engine: EngineConfig, *, debug: bool = False) -> dict[str, str]:
-    """Every Spark setting eoctl applies, user `engine.conf` last so it wins."""
+def session_settings(engine: EngineConfig, *, debug: bool = False, scratch: Path | None = None) -> dict[str, str]:
+    """Every Spark setting eoctl applies, user `engine.conf` last so it wins. `scratch`: the run's
+    temporary folder (eoctl.scratch), for the driver's temporary files."""
     settings = {
         "spark.app.name": engine.app_name,
         "spark.sql.session.timeZone": "UTC",
@@ -50,6 +52,8 @@ def session_settings(engine: EngineConfig, *, debug: bool = False) -> dict[str, 
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     }
     java_opts = _UTC_JVM
+    if scratch is not None:  # the driver's temporary files go under eoctl's run folder (eoctl.scratch)
+        java_opts += f" -Djava.io.tmpdir={scratch / 'jvm'}"
     if not debug:
         quiet = resources.files("eoctl.engine").joinpath("log4j2-quiet.properties")
         java_opts += f" -Dlog4j2.configurationFile={quiet}"
@@ -65,6 +69,9 @@ def session_settings(engine: EngineConfig, *, debug: bool = False) -> dict[str, 
         settings["spark.sql.files.maxPartitionBytes"] = "16m"
         # Kryo writes cached blocks that spill to disk more compactly than Java serialization.
         settings["spark.serializer"] = "org.apache.spark.serializer.KryoSerializer"
+        if scratch is not None:
+            # On a cluster each worker chooses its own local dirs; here they are the run's.
+            settings["spark.local.dir"] = str(scratch / "spark-local")
     settings.update(spark_jar_settings(engine))
     settings.update(engine.conf)
     return settings
@@ -89,11 +96,14 @@ def start_session(engine: EngineConfig, *, debug: bool = False) -> SparkSession:
         if major and major < 17:
             raise EngineError(f"Spark 4 needs Java 17 or newer, found: {line}", hint="set JAVA_HOME to a Java 17+ JDK")
         builder = builder.master(engine.master)
-        for key, value in session_settings(engine, debug=debug).items():
+        scratch = run_dir()
+        for sub in ("jvm", "spark-local", "cwd"):
+            (scratch / sub).mkdir(exist_ok=True)
+        for key, value in session_settings(engine, debug=debug, scratch=scratch).items():
             builder = builder.config(key, value)
     log = None if debug or engine.remote else driver_log_path()
     try:
-        with _stderr_to(log):
+        with _stderr_to(log), _jvm_cwd(None if engine.remote else run_dir() / "cwd"), _own_signal_handlers():
             spark = builder.getOrCreate()
     except Exception as exc:  # py4j/grpc raise many types; one line is what the user needs
         where = engine.remote or engine.master
@@ -104,6 +114,97 @@ def start_session(engine: EngineConfig, *, debug: bool = False) -> SparkSession:
     return spark
 
 
+def stop_session(spark: SparkSession, *, quiet: bool = True, wait_seconds: float = 30.0, end_jvm: bool = False) -> None:
+    """Stop the session, also one a signal interrupted mid-call: bounded and, when `quiet`,
+    without py4j's complaints about the call it cut. `end_jvm` (the CLI, at its end) also ends
+    the driver JVM and waits for it, so that no task still writes in the run's temporary folder
+    when it is removed; a test session's JVM is left for the next session."""
+    import threading
+
+    failure: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            spark.stop()
+        except Exception as exc:  # py4j raises many types once a call was cut short
+            failure.append(exc)
+
+    worker = threading.Thread(target=stop, name="eoctl-stop-spark", daemon=True)
+    worker.start()
+    worker.join(wait_seconds)
+    if end_jvm:
+        end_driver_jvm()
+    if failure and not quiet:
+        raise failure[0]
+
+
+def end_driver_jvm(wait_seconds: float = 15.0) -> None:
+    """End the driver JVM PySpark launched, and wait for it. It exits when its stdin closes; a
+    JVM still starting (a signal cut its launch short, before PySpark kept a handle on it) is
+    found among this process's children. SIGTERM, then SIGKILL, for one that does not exit."""
+    import signal
+    import time
+
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is not None and proc.poll() is None and proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    deadline = time.monotonic() + wait_seconds
+    signalled: set[int] = set()
+    while children := _children():
+        late = time.monotonic() > deadline - wait_seconds / 3
+        for pid in children - signalled if late else ():
+            _signal(pid, signal.SIGTERM)
+            signalled.add(pid)
+        if time.monotonic() > deadline:
+            for pid in children:
+                _signal(pid, signal.SIGKILL)
+            break
+        time.sleep(0.1)
+
+
+def _children() -> set[int]:
+    """Live child processes of this process (Linux /proc; none elsewhere). Exited ones are reaped."""
+    import os
+
+    me, out = os.getpid(), set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                state, ppid = fh.read().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):
+            continue
+        if int(ppid) != me:
+            continue
+        if state == "Z":
+            try:
+                os.waitpid(int(entry), os.WNOHANG)
+            except ChildProcessError:
+                pass
+            continue
+        out.add(int(entry))
+    return out
+
+
+def _signal(pid: int, signum: int) -> None:
+    import os
+
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
 def driver_log_path() -> Path:
     """Where the driver JVM's own stderr goes unless --debug (dependency resolution, JVM notices)."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "eoctl"
@@ -112,6 +213,46 @@ def driver_log_path() -> Path:
     if log.exists() and log.stat().st_size > 10 * 2**20:  # keep one previous generation, bounded
         log.replace(base / "spark-driver.log.1")
     return log
+
+
+@contextmanager
+def _own_signal_handlers() -> Iterator[None]:
+    """Keep the process's SIGINT/SIGTERM handlers while the session starts.
+
+    PySpark's SparkContext installs a SIGINT handler that calls into the JVM from inside the
+    handler; a Ctrl-C while the main thread waits on the JVM then fails with py4j's "reentrant
+    call" and the session start with it. eoctl's handler (eoctl.interrupts) never calls the JVM.
+    """
+    import signal
+
+    install = signal.signal
+
+    def keep(signum, handler):
+        if signum in (signal.SIGINT, signal.SIGTERM):
+            return signal.getsignal(signum)
+        return install(signum, handler)
+
+    signal.signal = keep
+    try:
+        yield
+    finally:
+        signal.signal = install
+
+
+@contextmanager
+def _jvm_cwd(folder: Path | None) -> Iterator[None]:
+    """Launch the driver JVM in `folder`: Spark 4 creates `artifacts/spark-*` (and may create
+    `spark-warehouse/`) relative to its working directory, which would litter wherever the
+    operator ran eoctl and outlive a killed run. Every path eoctl hands Spark is absolute."""
+    if folder is None:
+        yield
+        return
+    saved = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(saved)
 
 
 @contextmanager

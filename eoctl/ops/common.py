@@ -14,6 +14,8 @@ from typing import Any
 
 from eoctl.config.model import Config, EndpointConfig
 from eoctl.engine.evidence import jsonable
+from eoctl.errors import Interrupted
+from eoctl.interrupts import deferred
 from eoctl.ops.lease import Lease, RunLog
 from eoctl.stores.layout import StoreLayout
 
@@ -203,27 +205,35 @@ def _apply_in_batches(layout: StoreLayout, collectable: Any, tallies: list[Tally
         current: str | None = None
         for row in rows.orderBy("endpoint", kind.key).toLocalIterator():
             if batch and (row["endpoint"] != current or len(batch) >= options.batch_size):
-                kind.apply_batch(layout, current, batch, run_id, options, by_endpoint[current])
+                with deferred():  # a signal stops the run between batches, never inside one
+                    kind.apply_batch(layout, current, batch, run_id, options, by_endpoint[current])
                 lease.renew()
                 progress(f"{sum(t.deleted for t in tallies)} {kind.what} removed")
                 batch = []
             current = row["endpoint"]
             batch.append(row)
         if batch:
-            kind.apply_batch(layout, current, batch, run_id, options, by_endpoint[current])
+            with deferred():
+                kind.apply_batch(layout, current, batch, run_id, options, by_endpoint[current])
     finally:
         rows.unpersist()
 
 
 def run_changing(config: Config, command: str, run_id: str, work: Callable[[Lease, RunLog], GcResult]) -> GcResult:
-    """Hold the lease and log the run around `work`; a failure leaves the run 'running' for the
-    next run to finish, and always releases the lease (a kill leaves it for the takeover rule)."""
+    """Hold the lease and log the run around `work`; a failure or an interrupt leaves the run
+    'failed' or 'interrupted' for the next run to finish, and always releases the lease (a kill
+    leaves it for the takeover rule)."""
     started = time.monotonic()
     log = RunLog(config)
     with Lease(config, command, run_id) as lease:
         log.start(run_id, command)
         try:
             result = work(lease, log)
+        except Interrupted as exc:
+            with deferred():
+                log.set_status(run_id, "stopped")  # a signal: unfinished, as a failure is
+            exc.hint = f"nothing is half-done; the next `eoctl {command} --execute` finishes run {run_id}"
+            raise
         except BaseException:
             log.set_status(run_id, "failed")
             raise

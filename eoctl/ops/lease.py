@@ -1,20 +1,30 @@
 """A single-runner lease and a run log in the control store, so two cron runs never overlap.
 
-The lease is a row taken with compare-and-set writes (no lock held between statements). A run that
-was killed leaves its row behind; the next run takes it over when the holder's process is gone
-(same host) or when the holder stopped renewing it for `ops.lease_ttl_seconds`.
+On PostgreSQL the lease is a row taken with compare-and-set writes (no lock held between
+statements). A run that was killed leaves its row behind; the next run takes it over when the
+holder's process is gone (same host) or when the holder stopped renewing it for
+`ops.lease_ttl_seconds`.
+
+On DuckDB the lease is an exclusive `flock` on a file beside the database
+(`state.duckdb.eoctl-gc-tokens.lock`), never a row in it. DuckDB lets one process at a time open a
+file for writing, so a refused run that opened the database only to read the lease would lock the
+holder out of its own next batch (seen with 20 overlapping cron runs). A DuckDB file is local to
+one host, and the kernel drops a flock when its process dies, even by SIGKILL: no takeover rule is
+needed, and a refused run never touches the database.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from eoctl.config.model import Config
+from eoctl.config.model import Config, DuckDBStore
 from eoctl.errors import LeaseHeld
 from eoctl.sources.tables import store_named
 from eoctl.stores.db import Db, open_db
@@ -59,10 +69,19 @@ class Lease:
     name: str
     run_id: str
 
+    _lock_fd: int | None = field(default=None, init=False, repr=False)
+
     def _db(self):
         return open_db(store_named(self.config, self.config.control_store()))
 
+    def _lock_path(self) -> Path | None:
+        store = store_named(self.config, self.config.control_store())
+        return Path(f"{store.path}.eoctl-{self.name}.lock") if isinstance(store, DuckDBStore) else None
+
     def acquire(self) -> Lease:
+        lock_path = self._lock_path()
+        if lock_path is not None:
+            return self._acquire_file(lock_path)
         host, pid, now = socket.gethostname(), os.getpid(), utcnow()
         ttl = dt.timedelta(seconds=self.config.ops.lease_ttl_seconds)
         with self._db() as db:
@@ -93,7 +112,28 @@ class Lease:
                     raise LeaseHeld(f"another {self.name} run took over the stale lease at the same moment")
         return self
 
+    def _acquire_file(self, path: Path) -> Lease:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by children (PEP 446)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise LeaseHeld(f"{self.name} is already running: {holder}") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        # who holds it, for the refusal message of the next run (not part of the lock itself)
+        info = json.dumps({"run_id": self.run_id, "host": socket.gethostname(), "pid": os.getpid(),
+                           "acquired_at": utcnow().isoformat(timespec="seconds")}).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, info, 0)
+        self._lock_fd = fd
+        return self
+
     def renew(self) -> None:
+        if self._lock_path() is not None:
+            return  # a flock is held until released or the process dies: nothing to renew
         with self._db() as db:
             kept = db.rowcount(f"update {db.table(LEASES)} set renewed_at = %s where name = %s and run_id = %s",
                                [utcnow(), self.name, self.run_id])
@@ -101,6 +141,10 @@ class Lease:
             raise LeaseHeld(f"the {self.name} lease of run {self.run_id} was taken over; stopping")
 
     def release(self) -> None:
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            os.close(fd)  # closing drops the flock; the file stays for the next run
+            return
         with self._db() as db:
             db.execute(f"delete from {db.table(LEASES)} where name = %s and run_id = %s", [self.name, self.run_id])
 
@@ -109,6 +153,16 @@ class Lease:
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        since = dt.datetime.fromisoformat(info["acquired_at"])
+        age = int((utcnow() - since).total_seconds())
+        return f"run {info['run_id']} on {info['host']} pid {info['pid']}, holding the lease for {age}s"
+    except (ValueError, KeyError, TypeError):  # the holder is between taking the lock and writing its name
+        return "another run holds the lease"
 
 
 class RunLog:
@@ -135,7 +189,7 @@ class RunLog:
         """Runs of `command` that never finished (killed or failed): the next run finishes their leftovers."""
         with self._db() as db:
             _ensure_tables(db)
-            rows = db.execute(f"select run_id from {db.table(RUNS)} where command = %s and status in ('running', 'failed') "
+            rows = db.execute(f"select run_id from {db.table(RUNS)} where command = %s and status in ('running', 'failed', 'stopped') "
                               "and run_id <> %s order by started_at", [command, current])
         return [r[0] for r in rows]
 

@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from eoctl.config.model import Config
-from eoctl.errors import SourceError, UsageError
+from eoctl.errors import Interrupted, SourceError, UsageError
+from eoctl.interrupts import deferred
 from eoctl.ops.common import new_run_id, selected
 from eoctl.ops.lease import Lease, RunLog, utcnow
 from eoctl.stores.db import Db, open_db
@@ -362,9 +363,16 @@ def replay(config: Config, options: ReplayOptions,
                 if options.rate and i:
                     time.sleep(1.0 / options.rate)
                 progress(i, len(stuck), f"{entry.endpoint} {entry.entry_id}")
-                outcomes.append(_one(layout, entry, table, dispatcher))
+                with deferred():  # a signal stops the run between entries, never inside one
+                    outcomes.append(_one(layout, entry, table, dispatcher))
                 lease.renew()
             progress(len(stuck), len(stuck), "done")
+        except Interrupted as exc:
+            with deferred():
+                log.set_status(run_id, "stopped")  # a signal: unfinished, as a failure is
+            exc.hint = (f"{len(outcomes)} of {len(stuck)} entries done, none half-done; the next "
+                        f"`eoctl {COMMAND} --execute` replays the rest")
+            raise
         except BaseException:
             log.set_status(run_id, "failed")
             raise

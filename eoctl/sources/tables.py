@@ -1,4 +1,5 @@
-"""Tables as Spark DataFrames: file datasets, and store tables (PostgreSQL, DuckDB) through JDBC.
+"""Tables as Spark DataFrames: file datasets, PostgreSQL tables through JDBC, DuckDB tables through
+a Parquet snapshot.
 
 Large JDBC tables are read in parallel: with a numeric `partition_column`, Spark issues
 `num_partitions` range queries between the column's min and max (asked of the database first).
@@ -6,6 +7,8 @@ Large JDBC tables are read in parallel: with a numeric `partition_column`, Spark
 
 from __future__ import annotations
 
+import os
+import uuid
 from typing import TYPE_CHECKING
 
 from eoctl.config.model import Config, DuckDBStore, PostgresStore, TableSource
@@ -28,11 +31,8 @@ def qualified(store: DuckDBStore | PostgresStore, table: str) -> str:
     return f"{quote_ident(store.schema_name)}.{quote_ident(table)}"
 
 
-def jdbc_options(store: DuckDBStore | PostgresStore) -> dict[str, str]:
+def jdbc_options(store: PostgresStore) -> dict[str, str]:
     """Spark JDBC url, driver and connection properties of a store (secrets included; never log)."""
-    if isinstance(store, DuckDBStore):
-        # Read-only so Spark's reads never take DuckDB's single writer lock.
-        return {"url": f"jdbc:duckdb:{store.path}", "driver": "org.duckdb.DuckDBDriver", "duckdb.read_only": "true"}
     opts = {
         "url": f"jdbc:postgresql://{store.host}:{store.port}/{store.database}",
         "driver": "org.postgresql.Driver",
@@ -46,35 +46,72 @@ def jdbc_options(store: DuckDBStore | PostgresStore) -> dict[str, str]:
     return opts
 
 
-# Spark's generic JDBC dialect knows these DuckDB types; others are projected to ones it knows.
+# DuckDB types Spark reads from Parquet as they are; others are written as ones it reads.
 _DUCKDB_SPARK_NATIVE = {
-    "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE", "DATE", "TIMESTAMP",
-    "VARCHAR", "BLOB",
+    "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE", "DATE", "VARCHAR", "BLOB",
+    "TIMESTAMP WITH TIME ZONE",
 }
+# (path, schema, table) -> (the DuckDB file's and its WAL's (size, mtime) when copied, the copy)
+_snapshots: dict[tuple[str, str, str], tuple[tuple, str]] = {}
 
 
-def _duckdb_projection(store: DuckDBStore, table: str) -> str:
-    """A select over a DuckDB table that Spark's JDBC reader can map (UTC timestamps, text for the rest)."""
+def _file_signature(path: str) -> tuple:
+    out = []
+    for p in (path, path + ".wal"):
+        try:
+            st = os.stat(p)
+            out.append((st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            out.append(None)
+    return tuple(out)
+
+
+def duckdb_snapshot(store: DuckDBStore, table: str) -> str:
+    """A Parquet copy of a DuckDB table in the run's temporary folder, made once while the file
+    is unchanged; Spark reads the copy.
+
+    Why not Spark's JDBC reader on the file: DuckDB lets one process write a file and no other
+    open it meanwhile, so executors holding the file through a long scan locked out gc and the
+    pipeline, and a JDBC open during another's write failed the whole Spark job. A copy takes the
+    file for one short, waiting, read-only statement (stores.connection), and every pass of a run
+    sees the same rows. Timestamps without a zone are taken as UTC; types Spark has no reader
+    for (UUID, JSON, HUGEINT, LIST, ...) become text, which keeps every value readable.
+    """
+    from eoctl.scratch import subdir
     from eoctl.stores.connection import connect
 
+    key = (str(store.path), store.schema_name, table)
+    signature = _file_signature(str(store.path))
+    known = _snapshots.get(key)
+    if known is not None and known[0] == signature and os.path.exists(known[1]):
+        return known[1]
+    target = subdir("duckdb") / f"{uuid.uuid4().hex[:12]}-{store.schema_name}.{table}.parquet"
     with connect(store) as conn:
+        signature = _file_signature(str(store.path))  # as of the open: no writer can change it now
         cols = conn.execute(
             "select column_name, data_type from information_schema.columns "
             "where table_schema = ? and table_name = ? order by ordinal_position",
             [store.schema_name, table],
         ).fetchall()
-    if not cols:
-        raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
-    exprs = []
-    for name, dtype in cols:
-        col = quote_ident(name)
-        if dtype == "TIMESTAMP WITH TIME ZONE":
-            exprs.append(f"timezone('UTC', {col}) as {col}")
-        elif dtype.startswith("DECIMAL") or dtype in _DUCKDB_SPARK_NATIVE:
-            exprs.append(col)
-        else:  # UUID, JSON, HUGEINT, LIST, STRUCT, ...: text keeps every value readable
-            exprs.append(f"cast({col} as varchar) as {col}")
-    return f"(select {', '.join(exprs)} from {qualified(store, table)}) as t"
+        if not cols:
+            raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
+        exprs = []
+        for name, dtype in cols:
+            col = quote_ident(name)
+            if dtype == "TIMESTAMP":
+                exprs.append(f"timezone('UTC', {col}) as {col}")
+            elif dtype.startswith("DECIMAL") or dtype in _DUCKDB_SPARK_NATIVE:
+                exprs.append(col)
+            else:
+                exprs.append(f"cast({col} as varchar) as {col}")
+        sql = f"select {', '.join(exprs)} from {qualified(store, table)}"
+        try:
+            conn.execute(f"copy ({sql}) to '{target}' (format parquet, compression zstd)")
+        except Exception as exc:  # duckdb.Error: a damaged file shows here, not at the open
+            raise SourceError(f"table {table} in {describe(store)} cannot be read: "
+                              f"{str(exc).strip().splitlines()[0][:300]}") from None
+    _snapshots[key] = (signature, str(target))
+    return str(target)
 
 
 def store_named(config: Config, name: str) -> DuckDBStore | PostgresStore:
@@ -92,11 +129,14 @@ def read_store_table(
     partition_column: str | None = None,
     num_partitions: int = 8,
 ) -> DataFrame:
-    """A store table through Spark JDBC; partitioned by `partition_column` when given."""
+    """A store table: PostgreSQL through Spark JDBC, partitioned by `partition_column` when
+    given; DuckDB through a Parquet snapshot (see duckdb_snapshot)."""
     from pyspark.sql.utils import AnalysisException
 
+    if isinstance(store, DuckDBStore):
+        return spark.read.parquet(duckdb_snapshot(store, table))
     opts = jdbc_options(store)
-    name = _duckdb_projection(store, table) if isinstance(store, DuckDBStore) else qualified(store, table)
+    name = qualified(store, table)
     try:
         if partition_column is None:
             return spark.read.format("jdbc").options(**opts).option("dbtable", name).load()

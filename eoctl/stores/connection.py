@@ -6,11 +6,15 @@ columns does a table have) and, later, performs the guarded writes of gc and rep
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 from eoctl.config.model import DuckDBStore, PostgresStore
 from eoctl.errors import SourceError
+from eoctl.logs import get as get_logger
+
+_log = get_logger("stores")
 
 StoreConfig = DuckDBStore | PostgresStore
 
@@ -38,19 +42,46 @@ def postgres_conninfo(store: PostgresStore) -> dict[str, Any]:
     return params
 
 
+def _open_duckdb(store: DuckDBStore, read_only: bool) -> Any:
+    """Open a DuckDB file, waiting up to `store.lock_wait_seconds` while another process has it.
+
+    DuckDB lets one process write a file and no other process open it meanwhile (readers share a
+    read-only open among themselves). Every eoctl open is short, one batch or one snapshot, so
+    waiting for a turn is what lets an audit, a gc run and the pipeline take turns; the wait is
+    bounded, and said on stderr, so a file held for good ends in one clear line, not a hang.
+    """
+    import duckdb
+
+    deadline = time.monotonic() + store.lock_wait_seconds
+    said = False
+    while True:
+        try:
+            return duckdb.connect(store.path, read_only=read_only)
+        except duckdb.Error as exc:
+            reason = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if "lock" not in reason.lower():
+                raise SourceError(f"{describe(store)} cannot be opened: {reason}") from None
+            if time.monotonic() >= deadline:
+                raise SourceError(f"{describe(store)} stayed in use by another process for "
+                                  f"{store.lock_wait_seconds:g}s: {reason}",
+                                  hint="raise lock_wait_seconds of the store, or run when the other process is done"
+                                  ) from None
+            if not said:
+                _log.warning("%s is in use by another process; waiting up to %gs for it",
+                             describe(store), store.lock_wait_seconds)
+                said = True
+            time.sleep(0.1)
+
+
 @contextmanager
 def connect(store: StoreConfig, *, read_only: bool = True) -> Iterator[Any]:
     """A DB-API connection; SourceError (one line, no secrets) when the store is unreachable."""
     if isinstance(store, DuckDBStore):
-        import duckdb
         from pathlib import Path
 
-        if read_only and not Path(store.path).exists():
+        if not Path(store.path).exists():  # never create a store out of a typo in a path
             raise SourceError(f"{describe(store)} does not exist")
-        try:
-            conn = duckdb.connect(store.path, read_only=read_only)
-        except duckdb.Error as exc:
-            raise SourceError(f"{describe(store)} cannot be opened: {str(exc).splitlines()[0]}") from None
+        conn = _open_duckdb(store, read_only)
     else:
         import psycopg
 

@@ -7,10 +7,8 @@ SQL is written with `%s` placeholders (psycopg's) and translated for DuckDB.
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 from eoctl.config.model import DuckDBStore, PostgresStore
@@ -19,9 +17,6 @@ from eoctl.sources.tables import qualified, quote_ident
 from eoctl.stores.connection import connect, describe, table_columns
 
 StoreConfig = DuckDBStore | PostgresStore
-
-# A DuckDB file another process writes is locked; gc waits this long for its turn.
-_DUCKDB_LOCK_WAIT_S = 30.0
 
 
 class Db:
@@ -83,21 +78,9 @@ class Db:
 
 @contextmanager
 def open_db(store: StoreConfig, read_only: bool = False) -> Iterator[Db]:
-    """A connection (read-write unless `read_only`); for DuckDB, waits while another process holds
-    the file, and never creates a missing one (a typo in a path must not become an empty store)."""
-    if isinstance(store, DuckDBStore) and not Path(store.path).exists():
-        raise SourceError(f"{describe(store)} does not exist")
-    deadline = time.monotonic() + _DUCKDB_LOCK_WAIT_S
-    with ExitStack() as stack:
-        while True:
-            try:
-                conn = stack.enter_context(connect(store, read_only=read_only))
-                break
-            except SourceError as exc:
-                locked = isinstance(store, DuckDBStore) and "lock" in str(exc).lower()
-                if not locked or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+    """A connection (read-write unless `read_only`); for DuckDB, waits (bounded) while another
+    process holds the file, and never creates a missing one (see stores.connection.connect)."""
+    with connect(store, read_only=read_only) as conn:
         if not isinstance(store, DuckDBStore):
             conn.autocommit = True  # transactions are explicit (Db.tx)
         yield Db(store, conn)

@@ -116,3 +116,17 @@ def snapshot(run: ChaosRun) -> dict[str, object]:
              for p in sorted(run.blobs.rglob("*")) if p.is_file()}
     dirs = sorted(str(p.relative_to(run.blobs)) for p in run.blobs.rglob("*") if p.is_dir())
     return {"tables": tables, "files": files, "dirs": dirs}
+
+
+def injected_garbage(chaos: ChaosRun) -> tuple[set[str], set[str]]:
+    """(message ids of the garbage tokens, names of the garbage blobs) the ledger says were injected."""
+    tokens = {m for e in chaos.ledger if "EO201" in e.get("expect", []) for m in e["outgoing"]}
+    blobs = {f"{e['attempt_id']}.txt" for e in chaos.ledger if "EO401" in e.get("expect", [])}
+    return tokens, blobs
+
+
+def removed(before: dict, after: dict) -> tuple[set[tuple], set[str]]:
+    """(table, row) pairs and blob files present in snapshot `before` and gone in `after`."""
+    rows = {(table, row) for table, got in before["tables"].items() for row in got if row not in after["tables"][table]}
+    files = set(before["files"]) - set(after["files"])
+    return rows, files

@@ -11,22 +11,9 @@ import pytest
 from eoctl.audit import run_audit
 from eoctl.ops import gc_blobs, gc_tokens
 from eoctl.ops.common import GcOptions
-from tests.helpers.chaos import ChaosRun, live_run, recorded_copy, settled, snapshot, store_rows
+from tests.helpers.chaos import ChaosRun, injected_garbage, live_run, recorded_copy, removed, settled, snapshot, store_rows
 
 pytestmark = pytest.mark.integration
-
-
-def _injected(chaos: ChaosRun) -> tuple[set[str], set[str]]:
-    """(message ids of the garbage tokens, names of the garbage blobs) the ledger says were injected."""
-    tokens = {m for e in chaos.ledger if "EO201" in e.get("expect", []) for m in e["outgoing"]}
-    blobs = {f"{e['attempt_id']}.txt" for e in chaos.ledger if "EO401" in e.get("expect", [])}
-    return tokens, blobs
-
-
-def _removed(before: dict, after: dict) -> tuple[set[tuple], set[str]]:
-    rows = {(table, row) for table, got in before["tables"].items() for row in got if row not in after["tables"][table]}
-    files = set(before["files"]) - set(after["files"])
-    return rows, files
 
 
 @pytest.fixture(params=["recorded-duckdb", "live-postgres"])
@@ -37,7 +24,7 @@ def chaos(request, tmp_path: Path) -> ChaosRun:
 
 
 def test_gc_collects_the_injected_garbage_and_nothing_else_then_restores_it(spark, chaos: ChaosRun) -> None:
-    garbage_messages, garbage_blobs = _injected(chaos)
+    garbage_messages, garbage_blobs = injected_garbage(chaos)
     assert garbage_messages and garbage_blobs, "the chaos plan injects garbage of both kinds"
     before = snapshot(chaos)
     options = GcOptions(grace=dt.timedelta(0), execute=True)
@@ -46,7 +33,7 @@ def test_gc_collects_the_injected_garbage_and_nothing_else_then_restores_it(spar
     blobs = gc_blobs.gc_blobs(spark, chaos.config, options)
     after = snapshot(chaos)
 
-    rows, files = _removed(before, after)
+    rows, files = removed(before, after)
     token_rows = {row for table, row in rows if table.endswith("eo_tokens")}
     intent_rows = {row for table, row in rows if table.endswith("eo_intents")}
     assert {r[1] for r in token_rows} == garbage_messages  # eo_tokens(token_id, message_id, ...)

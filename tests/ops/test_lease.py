@@ -1,12 +1,16 @@
-"""The single-runner lease and run log on a real DuckDB file: takeover rules, compare-and-set."""
+"""The single-runner lease and run log: a flock beside a DuckDB file, a row in PostgreSQL."""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import duckdb
+import psycopg
 import pytest
 
 from eoctl.config.model import Config
@@ -15,54 +19,109 @@ from eoctl.ops.lease import Lease, RunLog
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> Config:
+def duckdb_config(tmp_path: Path) -> Config:
     path = tmp_path / "state.duckdb"
     duckdb.connect(str(path)).close()
-    return Config.model_validate({"stores": {"s": {"type": "duckdb", "path": str(path)}},
+    return Config.model_validate({"stores": {"s": {"type": "duckdb", "path": str(path), "lock_wait_seconds": 5}},
                                   "endpoints": {"e": {"store": "s"}}, "ops": {"lease_ttl_seconds": 60}})
 
 
-def _holder(config: Config, **changes) -> None:
-    sets = ", ".join(f"{k} = ?" for k in changes)
-    with duckdb.connect(str(config.stores["s"].path)) as db:
-        db.execute(f"update main.eoctl_leases set {sets} where name = 'gc-tokens'", list(changes.values()))
+@pytest.fixture
+def postgres_config(postgres) -> Config:
+    schema = "lease_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
+        conn.execute(f"create schema {schema}")
+    return Config.model_validate({
+        "stores": {"s": {"type": "postgres", "host": "127.0.0.1", "port": postgres.port, "database": postgres.database,
+                         "user": postgres.user, "password": postgres.password, "schema": schema}},
+        "endpoints": {"e": {"store": "s"}}, "ops": {"lease_ttl_seconds": 60}})
 
 
-def test_a_held_lease_refuses_a_second_run_until_released(config: Config) -> None:
-    first = Lease(config, "gc-tokens", "run-1").acquire()
-    with pytest.raises(LeaseHeld, match="gc-tokens is already running: run run-1 on") as err:
-        Lease(config, "gc-tokens", "run-2").acquire()
+def test_a_held_lease_refuses_a_second_run_until_released(duckdb_config: Config) -> None:
+    first = Lease(duckdb_config, "gc-tokens", "run-1").acquire()
+    with pytest.raises(LeaseHeld, match=r"gc-tokens is already running: run run-1 on .* pid \d+") as err:
+        Lease(duckdb_config, "gc-tokens", "run-2").acquire()
     assert err.value.exit_code == ExitCode.LOCKED == 4
-    Lease(config, "gc-blobs", "run-3").acquire()  # another command's lease is independent
+    Lease(duckdb_config, "gc-blobs", "run-3").acquire()  # another command's lease is independent
     first.release()
-    Lease(config, "gc-tokens", "run-2").acquire()
+    Lease(duckdb_config, "gc-tokens", "run-2").acquire()
 
 
-def test_a_dead_holder_on_this_host_is_taken_over_at_once(config: Config) -> None:
-    Lease(config, "gc-tokens", "run-1").acquire()
+def test_a_refused_run_never_opens_the_duckdb_file(duckdb_config: Config) -> None:
+    """DuckDB lets one process open a file for writing: a refused run that opened it would lock
+    the holder out of its next batch. Here the holder has the file open while a second run asks."""
+    path = duckdb_config.stores["s"].path
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('open', flush=True); "
+         "time.sleep(60)", path], stdout=subprocess.PIPE, text=True)
+    held = None
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        held = Lease(duckdb_config, "gc-tokens", "run-1").acquire()
+        with pytest.raises(LeaseHeld, match="already running"):  # refused at once, not "cannot be opened"
+            Lease(duckdb_config, "gc-tokens", "run-2").acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+        if held is not None:
+            held.release()
+
+
+def test_a_killed_holder_s_lease_is_free_at_once(duckdb_config: Config, tmp_path: Path) -> None:
+    """The kernel drops a flock when its process dies, even by SIGKILL."""
+    code = ("import sys, time; from eoctl.config.model import Config; from eoctl.ops.lease import Lease; "
+            "import json; c = Config.model_validate(json.loads(sys.argv[1])); "
+            "Lease(c, 'gc-tokens', 'killed').acquire(); print('held', flush=True); time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code, duckdb_config.model_dump_json(by_alias=True)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(LeaseHeld, match="run killed"):
+        Lease(duckdb_config, "gc-tokens", "run-2").acquire()
+    holder.kill()
+    holder.wait()
+    Lease(duckdb_config, "gc-tokens", "run-2").acquire()
+    assert os.path.exists(f"{duckdb_config.stores['s'].path}.eoctl-gc-tokens.lock")
+
+
+def _holder(config: Config, postgres, **changes) -> None:
+    store = config.stores["s"]
+    sets = ", ".join(f"{k} = %s" for k in changes)
+    with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
+        conn.execute(f"update {store.schema_name}.eoctl_leases set {sets} where name = 'gc-tokens'",
+                     list(changes.values()))
+
+
+@pytest.mark.integration
+def test_postgres_a_held_lease_refuses_and_a_dead_holder_on_this_host_is_taken_over(postgres_config, postgres) -> None:
+    first = Lease(postgres_config, "gc-tokens", "run-1").acquire()
+    with pytest.raises(LeaseHeld, match="gc-tokens is already running: run run-1 on"):
+        Lease(postgres_config, "gc-tokens", "run-2").acquire()
+    first.release()
+    Lease(postgres_config, "gc-tokens", "run-2").acquire()
     gone = subprocess.Popen(["true"])
     gone.wait()
-    _holder(config, holder_pid=gone.pid)
-    Lease(config, "gc-tokens", "run-2").acquire()
-    with pytest.raises(LeaseHeld, match="run run-2"):
-        Lease(config, "gc-tokens", "run-3").acquire()
+    _holder(postgres_config, postgres, holder_pid=gone.pid)
+    Lease(postgres_config, "gc-tokens", "run-3").acquire()
+    with pytest.raises(LeaseHeld, match="run run-3"):
+        Lease(postgres_config, "gc-tokens", "run-4").acquire()
 
 
-def test_another_hosts_lease_is_taken_over_only_after_the_ttl(config: Config) -> None:
-    Lease(config, "gc-tokens", "run-1").acquire()
-    _holder(config, holder_host="elsewhere", holder_pid=1)
+@pytest.mark.integration
+def test_postgres_another_hosts_lease_is_taken_over_only_after_the_ttl(postgres_config, postgres) -> None:
+    Lease(postgres_config, "gc-tokens", "run-1").acquire()
+    _holder(postgres_config, postgres, holder_host="elsewhere", holder_pid=1)
     with pytest.raises(LeaseHeld, match="on elsewhere"):
-        Lease(config, "gc-tokens", "run-2").acquire()
-    _holder(config, renewed_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=61))
-    taken = Lease(config, "gc-tokens", "run-2").acquire()
+        Lease(postgres_config, "gc-tokens", "run-2").acquire()
+    _holder(postgres_config, postgres, renewed_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=61))
+    taken = Lease(postgres_config, "gc-tokens", "run-2").acquire()
     # the old holder notices at its next renewal and stops
     with pytest.raises(LeaseHeld, match="was taken over"):
-        Lease(config, "gc-tokens", "run-1").renew()
+        Lease(postgres_config, "gc-tokens", "run-1").renew()
     taken.renew()
 
 
-def test_the_run_log_lists_unfinished_runs(config: Config) -> None:
-    log = RunLog(config)
+def test_the_run_log_lists_unfinished_runs(duckdb_config: Config) -> None:
+    log = RunLog(duckdb_config)
     for run in ("a", "b", "c"):
         log.start(run, "gc-tokens")
     log.finish("a", "finished", {"deleted": 1})

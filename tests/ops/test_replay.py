@@ -142,24 +142,22 @@ def test_a_poison_entry_is_reported_and_never_stalls_the_others(kafka, tmp_path:
 
 def test_a_second_run_waits_for_the_lease_and_exits_4(tmp_path: Path) -> None:
     """The lease is taken before any entry is touched (and before Kafka is contacted)."""
-    import os
     import shutil
-    import socket
 
-    from eoctl.ops.lease import LEASES
+    import duckdb
+
+    from eoctl.config import load_config
+    from eoctl.ops.lease import Lease
     from tests.helpers.cli import run_eoctl
 
     shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos",
                     ignore=shutil.ignore_patterns("eoctl-history.duckdb*"))
-    import duckdb
-
-    with duckdb.connect(str(tmp_path / "chaos" / "state.duckdb")) as db:
-        db.execute(f"create table shop.{LEASES} (name varchar primary key, run_id varchar, holder_host varchar, "
-                   "holder_pid bigint, acquired_at timestamptz, renewed_at timestamptz)")
-        db.execute(f"insert into shop.{LEASES} values ('replay-outbox', 'other-run', ?, ?, now(), now())",
-                   [socket.gethostname(), os.getpid()])  # held by a live process: this test's
-    result = run_eoctl("--config", str(tmp_path / "chaos" / "eoctl.toml"), "replay-outbox", "--execute",
-                       "--stuck-after", "0s")
+    held = Lease(load_config(tmp_path / "chaos" / "eoctl.toml"), "replay-outbox", "other-run").acquire()
+    try:  # held by a live process: this test's
+        result = run_eoctl("--config", str(tmp_path / "chaos" / "eoctl.toml"), "replay-outbox", "--execute",
+                           "--stuck-after", "0s")
+    finally:
+        held.release()
     assert result.code == 4 and "replay-outbox is already running: run other-run" in result.stderr
     with duckdb.connect(str(tmp_path / "chaos" / "state.duckdb"), read_only=True) as db:
         assert db.execute("select count(*) from billing.eo_outbox").fetchone()[0] == 3  # untouched

@@ -1,0 +1,69 @@
+"""Ctrl-C and SIGTERM as normal operations: the run stops, says so in one line, exits 130 or 143.
+
+A signal raises `Interrupted` in the main thread, wherever it is (a Spark job, a Kafka poll),
+except inside `deferred()` blocks: a batch of deletes, a history record. There the signal is
+noted and raised when the block ends, so nothing is ever half-written; a second signal during
+the block raises at once (the block's transaction rolls back).
+
+Why eoctl installs its own handler: PySpark's SIGINT handler calls into the JVM from inside the
+signal handler while the main thread is itself in a JVM call, which fails with py4j's
+"reentrant call" tracebacks; this handler never touches the JVM.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from eoctl.errors import Interrupted
+
+_deferring = 0
+_pending: int | None = None
+_received: int | None = None
+
+
+def _handler(signum: int, _frame) -> None:
+    global _pending, _received
+    _received = signum
+    if _deferring and _pending is None:
+        _pending = signum
+        return
+    _pending = None
+    raise Interrupted(signum)
+
+
+def received() -> int | None:
+    """The signal that stopped this run, if one did. A library that catches every exception may
+    turn our Interrupted into its own error (py4j cut mid-call, a JVM that did not start); the
+    error boundary asks this to report the run as interrupted all the same."""
+    return _received
+
+
+def install() -> None:
+    """Take over SIGINT and SIGTERM (eoctl.engine.session keeps PySpark from installing its own).
+    Only the main thread can."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _handler)
+        signal.signal(signal.SIGTERM, _handler)
+
+
+def check() -> None:
+    """Raise now if a signal arrived during a deferred block that has ended."""
+    global _pending
+    if _pending is not None and not _deferring:
+        signum, _pending = _pending, None
+        raise Interrupted(signum)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Finish the block before a (first) signal takes effect."""
+    global _deferring
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    check()

@@ -1,0 +1,123 @@
+"""Ctrl-C, SIGTERM and kill -9 as an operator (or cron's timeout) sends them: one line, exit
+130/143, the engine stopped, no temporary folder left, nothing half-recorded; a changing command
+finishes its batch and stops; a later run removes what a killed run left."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from eoctl.config import load_config
+from eoctl.ops import gc_tokens
+from eoctl.ops.common import GcOptions
+from tests.helpers.chaos import recorded_copy
+from tests.helpers.gc_states import Cell, Item, must_remove, write_state
+from tests.helpers.kill import eoctl_blocked, locked, start_eoctl
+from tests.helpers.servers import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def _eoctl(config: Path, cwd: Path, tmp_root: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "eoctl", "--config", str(config), "--format", "json", *args],
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "EOCTL_TMPDIR": str(tmp_root)}, start_new_session=True)
+
+
+def _spark_started(tmp_root: Path) -> bool:
+    return any(tmp_root.glob("run-*/spark-local/blockmgr-*"))
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_audit_says_one_line_and_leaves_nothing(tmp_path: Path, signum: int) -> None:
+    chaos = recorded_copy(tmp_path)
+    cwd, tmp_root = tmp_path / "cwd", tmp_path / "eoctl-tmp"
+    cwd.mkdir()
+    proc = _eoctl(chaos.config_path, cwd, tmp_root, "audit")
+    assert wait_until(lambda: _spark_started(tmp_root) or proc.poll() is not None, 180, 0.2), "Spark never started"
+    time.sleep(3)  # into the scan
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    os.kill(proc.pid, signum)  # the driver only, as `timeout -s INT` does
+    out, err = proc.communicate(timeout=120)
+
+    assert proc.returncode == 128 + signum
+    assert err.splitlines() == [f"eoctl: interrupted ({signal.Signals(signum).name})"]
+    assert out == ""
+    assert wait_until(lambda: _group_gone(proc.pid), 60, 0.5), "the Spark driver JVM outlived the run"
+    assert list(tmp_root.iterdir()) == []  # the run's folder (Spark's local dirs among it) removed
+    assert list(cwd.iterdir()) == []  # no artifacts/, spark-warehouse/ where the operator stood
+    assert not (chaos.config_path.parent / "eoctl-history.duckdb").exists()  # no half-recorded run
+
+
+def test_a_killed_runs_folder_is_removed_by_a_later_run(tmp_path: Path) -> None:
+    chaos = recorded_copy(tmp_path)
+    cwd, tmp_root = tmp_path / "cwd", tmp_path / "eoctl-tmp"
+    cwd.mkdir()
+    proc = _eoctl(chaos.config_path, cwd, tmp_root, "audit")
+    assert wait_until(lambda: _spark_started(tmp_root) or proc.poll() is not None, 180, 0.2), "Spark never started"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed = sorted(tmp_root.iterdir())
+    assert len(killed) == 1 and killed[0].name.startswith(f"run-{proc.pid}-")
+    assert wait_until(lambda: _group_gone(proc.pid), 60, 0.5)
+
+    time.sleep(11)  # a folder is taken as stale only after 10 s (scratch._STALE_AFTER_S)
+    later = _eoctl(chaos.config_path, cwd, tmp_root, "config", "check")
+    _, err = later.communicate(timeout=120)
+    assert later.returncode == 0, err
+    assert list(tmp_root.iterdir()) == []
+
+
+def test_gc_stops_between_batches_and_the_next_run_finishes(postgres, spark, tmp_path: Path, monkeypatch) -> None:
+    """SIGINT arrives while a batch's delete waits on a row lock: the batch still commits whole,
+    the run stops before the next one, says how to finish, and the next run converges."""
+    old = 3 * 24 * 60
+    cells = [Cell("sent", (Item("token", "intent", old), Item("token", "on_inflight", old))) for _ in range(30)]
+    state = write_state(tmp_path, cells, dt.datetime.now(dt.timezone.utc), postgres)
+    dbname = next(line.split('"')[1] for line in state.config_path.read_text().splitlines()
+                  if line.startswith("database"))
+    db = postgres.conninfo(dbname=dbname)
+    garbage = sorted(t for t, (c, i) in state.tokens.items() if must_remove(c, i))
+
+    with locked(db, "select 1 from dst.eo_tokens where token_id = %s for update", (garbage[15],)):
+        proc = start_eoctl(state.config_path, state.environ, "gc-tokens", "--execute", "--batch-size", "10")
+        assert wait_until(lambda: eoctl_blocked(db) or proc.poll() is not None, 240, 0.2)
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        os.kill(proc.pid, signal.SIGINT)
+        time.sleep(2)
+        assert proc.poll() is None  # still inside the batch: it finishes it first
+    out, err = proc.communicate(timeout=120)
+
+    assert proc.returncode == 130, err[-2000:]
+    [line] = err.splitlines()
+    assert line.startswith("eoctl: interrupted (SIGINT); nothing is half-done; the next `eoctl gc-tokens --execute` "
+                           "finishes run ")
+    with psycopg.connect(db) as conn:
+        present = {r[0] for r in conn.execute("select token_id from dst.eo_tokens")}
+        journaled = {r[0] for r in conn.execute("select token_id from dst.eoctl_journal_eo_tokens")}
+        [(run_id, status)] = conn.execute("select run_id, status from src.eoctl_runs").fetchall()
+    assert journaled == set(garbage[:20]) and not journaled & present  # two whole batches, not three
+    assert status == "stopped" and run_id in line
+
+    for name, value in state.environ.items():
+        monkeypatch.setenv(name, value)
+    again = gc_tokens.gc_tokens(spark, load_config(state.config_path), GcOptions(execute=True, batch_size=10))
+    assert again.finished_leftovers == [run_id] and again.totals()["deleted"] == 10
+    with psycopg.connect(db) as conn:
+        assert {r[0] for r in conn.execute("select token_id from dst.eo_tokens")} == set(state.tokens) - set(garbage)
