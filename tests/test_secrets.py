@@ -13,6 +13,7 @@ import pytest
 from eoctl.config import load_config, masked
 from eoctl.secrets import MASK, MaskingFilter, is_secret_name, mask_text, redact
 from tests.helpers.chaos import CHAOS
+from tests.helpers.cli import run_eoctl
 from tests.helpers.configs import write_config
 from tests.helpers.secret_settings import SETTINGS, Setting, with_secrets
 
@@ -148,3 +149,34 @@ def test_the_masking_filter_masks_message_arguments_and_traceback() -> None:
     out = stream.getvalue()
     assert "tracePw1" not in out and "argPw2" not in out
     assert "client kafka failed with sasl.password=********" in out and "RuntimeError" in out
+
+
+def test_what_the_cli_prints_is_masked(capsys: pytest.CaptureFixture[str]) -> None:
+    from eoctl.cli.output import emit_json, stderr
+
+    stderr.print("note: store prod unreachable at postgresql://eoctl:stderrPw1@db/orders")
+    emit_json({"checks": [{"detail": "AccountKey=stdoutKey2;EndpointSuffix=x"}]})
+    out = capsys.readouterr()
+    assert "stderrPw1" not in out.err and "postgresql://eoctl:********@db/orders" in out.err
+    assert "stdoutKey2" not in out.out and json.loads(out.out)["checks"][0]["detail"].startswith("AccountKey=********")
+
+
+def test_the_error_line_and_the_debug_traceback_are_masked(tmp_path: Path) -> None:
+    path = write_config(tmp_path, '[endpoints.e.input]\ntopics = ["t"]\narchive = "a"\n')
+    url = "https://eoctl:errorPw1@idp.example.com/"
+    for debug in ((), ("--debug",)):
+        result = run_eoctl("--config", str(path), *debug, "audit", "--endpoint", url)
+        assert result.code == 2, result.stderr
+        assert "errorPw1" not in result.stderr + result.stdout
+        assert "unknown endpoint 'https://eoctl:********@idp.example.com/'" in result.stderr
+    assert "Traceback" in result.stderr  # --debug still shows where it failed
+
+
+@pytest.mark.parametrize(("line", "secret"), [
+    ("password = 12345678", "12345678"),  # a secret of the wrong type is not echoed
+    ('port = "postgresql://u:portPw2@db/d"', "portPw2"),  # a secret in the wrong place is masked
+])
+def test_a_configuration_error_does_not_echo_a_secret(tmp_path: Path, line: str, secret: str) -> None:
+    path = write_config(tmp_path, f'[stores.pg]\ntype = "postgres"\ndatabase = "d"\nuser = "u"\n{line}\n')
+    result = run_eoctl("--config", str(path), "config", "check")
+    assert result.code == 2 and "stores.pg." in result.stderr and secret not in result.stderr, result.stderr

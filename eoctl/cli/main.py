@@ -12,6 +12,7 @@ from eoctl import __version__
 from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, findings_cmd, gc_cmd, jars_cmd, replay_cmd, sources_cmd, trace_cmd
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.errors import EoctlError, ExitCode
+from eoctl.secrets import MaskingFilter, mask_text
 
 app = typer.Typer(
     name="eoctl",
@@ -85,15 +86,14 @@ def main(argv: list[str] | None = None) -> None:
     """Run eoctl; every known error becomes one line on stderr and a documented exit code."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
+    _mask_library_logs()
     command = typer.main.get_command(app)
     try:
         result = command.main(args=args, prog_name="eoctl", standalone_mode=False)
     except EoctlError as exc:
         if debug:
-            import traceback
-
-            traceback.print_exc()
-        print(f"eoctl: error: {exc.one_line()}", file=sys.stderr)
+            _print_traceback()
+        print(f"eoctl: error: {mask_text(exc.one_line())}", file=sys.stderr)
         sys.exit(int(exc.exit_code))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -108,9 +108,27 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except Exception as exc:  # an unexpected failure is still one line unless --debug
         if debug:
-            raise
-        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            _print_traceback()
+            sys.exit(int(ExitCode.RUNTIME))
+        # masked before it is cut, so a cut never leaves the start of a secret unmasked
+        text = mask_text(str(exc).strip()).splitlines()[0][:300] if str(exc).strip() else ""
         print(f"eoctl: internal error: {type(exc).__name__}: {text} (rerun with --debug for the traceback)",
               file=sys.stderr)
         sys.exit(int(ExitCode.RUNTIME))
     sys.exit(int(result) if isinstance(result, int) else 0)
+
+
+def _print_traceback() -> None:
+    """The current exception's traceback, secrets masked (messages may hold a connection string)."""
+    import traceback
+
+    print(mask_text(traceback.format_exc()), end="", file=sys.stderr)
+
+
+def _mask_library_logs() -> None:
+    """eoctl configures no logging; what libraries log (py4j, pyspark) reaches stderr through
+    Python's handler of last resort, which then masks it too."""
+    import logging
+
+    if logging.lastResort is not None and not any(isinstance(f, MaskingFilter) for f in logging.lastResort.filters):
+        logging.lastResort.addFilter(MaskingFilter())
