@@ -103,7 +103,8 @@ def spark_redaction(remote: bool = False) -> dict[str, str]:
     """
     names = f"{NAME_REGEX}|(?i)secret|password|token|access[.]?key"
     if remote:
-        return {"spark.sql.redaction.options.regex": f"{names}|(?i)url", "spark.sql.redaction.string.regex": VALUE_REGEX}
+        return {"spark.sql.redaction.options.regex": f"{names}|(?i)url",
+                "spark.sql.redaction.string.regex": VALUE_REGEX}
     return {"spark.redaction.regex": names, "spark.redaction.string.regex": VALUE_REGEX}
 
 

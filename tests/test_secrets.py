@@ -67,13 +67,14 @@ def test_a_name_that_holds_no_secret_is_not(name: str) -> None:
     ("Server=db;Database=orders;Uid=eoctl;Pwd=odbcPw6;", "odbcPw6", "Pwd=********;"),
     ('org.apache.kafka.common.security.plain.PlainLoginModule required username="eoctl" password="jaasPw7";',
      "jaasPw7", 'username="eoctl" password="********";'),
-    ("clientId=eoctl clientSecret=oauthSecret8 scope=kafka", "oauthSecret8", "clientId=eoctl clientSecret=******** scope"),
+    ("clientId=eoctl clientSecret=oauthSecret8 scope=kafka", "oauthSecret8",
+     "clientId=eoctl clientSecret=******** scope"),
     ("sc://connect.internal:15002/;token=connectToken9;user_id=eoctl", "connectToken9", ";token=********;user_id"),
     ("-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIFpemBody10\n-----END ENCRYPTED PRIVATE KEY-----", "pemBody10", MASK),
     ("ssl.key.pem=-----BEGIN PRIVATE KEY-----\nMIIEpemBody11\n-----END PRIVATE KEY-----\nssl.key.location=/k.pem",
      "pemBody11", "ssl.key.location=/k.pem"),
-    ('{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEjson12\\n-----END PRIVATE KEY-----\\n",'
-     ' "private_key_id": "kid", "client_email": "e@p.iam"}', "json12", '"private_key_id": "kid"'),
+    ('{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEjson12\\n-----END PRIVATE '
+     'KEY-----\\n", "private_key_id": "kid", "client_email": "e@p.iam"}', "json12", '"private_key_id": "kid"'),
     ("{'account_key': 'adlfsKey13', 'account_name': 'acct'}", "adlfsKey13", "'account_key': '********'"),
     ("Map(url -> jdbc:postgresql://db/orders, password -> sparkMap14)", "sparkMap14", "password -> ********"),
     ("Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJlb2N0bCJ9.bearer15", "bearer15", "Bearer ********"),
@@ -87,7 +88,8 @@ def test_a_value_never_shows_the_secret_it_carries(text: str, secret: str, shown
 
 
 @pytest.mark.parametrize("text", [
-    "token_id=6f1c message_id=m-1 key=order-30 partition_key=3", "sasl.oauthbearer.token.endpoint.url=https://idp/token",
+    "token_id=6f1c message_id=m-1 key=order-30 partition_key=3",
+    "sasl.oauthbearer.token.endpoint.url=https://idp/token",
     "a bearer of bad news", '{"token_id": "t-1", "key": "order-1", "headers": {"eo-token-id": "t-1"}}',
     "s3a://invoices/prepared/ab12.txt", "committed offset 12 below log start 40",
 ])

@@ -83,7 +83,8 @@ def test_every_output_was_read(outputs: dict[str, str]) -> None:
     conf = json.loads(outputs["config check (json)"])["resolved"]["engine"]["conf"]
     assert conf["spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net"] == "********"
     assert '"code": "EO102"' in outputs["audit report (JSON)"] and "EO102" in outputs["findings history"]
-    assert "eoctl_journal_eo_tokens" in outputs["run log and journals"] and "gc-tokens" in outputs["run log and journals"]
+    stores = outputs["run log and journals"]
+    assert "eoctl_journal_eo_tokens" in stores and "gc-tokens" in stores
     assert 'eoctl_gc_tokens_deleted{endpoint="shipping"} 1' in outputs["metrics file"]
     assert outputs["audit evidence files"] and "Traceback" not in outputs["audit --debug (stdout and stderr)"]
     # Spark's event log lists every setting: the secret ones by name, their values redacted
