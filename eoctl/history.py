@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from eoctl.config import masked
 from eoctl.config.model import Config, DuckDBStore
 from eoctl.errors import UsageError
 from eoctl.interrupts import deferred
@@ -37,8 +38,9 @@ def item_key(code: str, row: dict[str, Any]) -> str:
 
 
 def config_digest(config: Config) -> str:
-    """sha256 of the resolved configuration, secrets masked (so it can be shown and compared)."""
-    text = json.dumps(config.model_dump(mode="json", by_alias=True), sort_keys=True, default=str)
+    """sha256 of the resolved configuration, secrets masked (so it can be shown and compared, and
+    says nothing of a secret: a guessed one cannot be checked against it)."""
+    text = json.dumps(masked(config), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

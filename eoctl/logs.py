@@ -42,8 +42,11 @@ def setup(debug: bool) -> None:
     root = logging.getLogger(LOGGER)
     for handler in list(root.handlers):
         root.removeHandler(handler)
+    from eoctl.secrets import MaskingFilter
+
     handler = _Stderr()
     handler.setFormatter(_OneLine(debug))
+    handler.addFilter(MaskingFilter())  # a record may quote a connection string
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
     root.propagate = False

@@ -12,6 +12,7 @@ from eoctl import __version__
 from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, findings_cmd, gc_cmd, jars_cmd, replay_cmd, sources_cmd, trace_cmd
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.errors import EoctlError, ExitCode, Interrupted
+from eoctl.secrets import mask_text
 
 app = typer.Typer(
     name="eoctl",
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
 
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
+    _mask_library_logs()
     command = typer.main.get_command(app)
     interrupts.install()
     try:
@@ -119,8 +121,8 @@ def _report(exc: BaseException, debug: bool) -> int:
     if isinstance(exc, typer.TyperException):  # bad flags, unknown command, bad option values
         print(f"eoctl: error: {exc.format_message()}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    if debug:
-        traceback.print_exception(exc)
+    if debug:  # masked: a message may hold a connection string
+        print(mask_text("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
     if isinstance(exc, Interrupted):  # Ctrl-C, SIGTERM: one line, 130 or 143
         print(f"eoctl: {exc.one_line()}", file=sys.stderr)
         return int(exc.exit_code)
@@ -128,13 +130,25 @@ def _report(exc: BaseException, debug: bool) -> int:
         print("eoctl: interrupted (SIGINT)", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     if isinstance(exc, EoctlError):
-        print(f"eoctl: error: {exc.one_line()}", file=sys.stderr)
+        print(f"eoctl: error: {mask_text(exc.one_line())}", file=sys.stderr)
         return int(exc.exit_code)
     if not isinstance(exc, Exception):
         raise exc
     if debug:
         return int(ExitCode.RUNTIME)
-    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    # masked before it is cut, so a cut never leaves the start of a secret unmasked
+    text = mask_text(str(exc).strip()).splitlines()[0][:300] if str(exc).strip() else ""
     print(f"eoctl: internal error: {type(exc).__name__}: {text} (rerun with --debug for the traceback)",
           file=sys.stderr)
     return int(ExitCode.RUNTIME)
+
+
+def _mask_library_logs() -> None:
+    """What libraries log outside eoctl's loggers (eoctl.logs) reaches stderr through Python's
+    handler of last resort, which then masks it too."""
+    import logging
+
+    from eoctl.secrets import MaskingFilter
+
+    if logging.lastResort is not None and not any(isinstance(f, MaskingFilter) for f in logging.lastResort.filters):
+        logging.lastResort.addFilter(MaskingFilter())

@@ -9,13 +9,34 @@ from typing import Any, Callable, Iterator
 
 from rich.console import Console
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=False)
+from eoctl.secrets import mask_text, redact
+
+
+class MaskedStderr:
+    """sys.stderr, looked up at each write as Console(stderr=True) does, with every secret masked:
+    whatever a command prints (a failed check's message, an evidence row) passes the rule."""
+
+    def _target(self) -> Any:
+        # While a status spinner runs, Rich swaps sys.stderr for a proxy that prints back through
+        # the console; writing there would loop, so write to the stream it stands for.
+        return getattr(sys.stderr, "rich_proxied_file", sys.stderr)
+
+    def write(self, text: str) -> int:
+        return self._target().write(mask_text(text))
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "rich_proxied_file":  # Rich would unwrap this stream and bypass the masking
+            raise AttributeError(name)
+        return getattr(self._target(), name)
+
+
+stderr = Console(file=MaskedStderr(), highlight=False, soft_wrap=False)
 if not stderr.is_terminal:  # logs and CI: wide rows rather than 80-column wrapping
     stderr.width = 160
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str, sort_keys=False) + "\n")
+    sys.stdout.write(json.dumps(redact(data), indent=2, default=str, sort_keys=False) + "\n")
     sys.stdout.flush()
 
 

@@ -17,6 +17,7 @@ from pydantic import SecretStr, ValidationError
 
 from eoctl.config.model import Config
 from eoctl.errors import ConfigError
+from eoctl.secrets import MASK, is_secret_name, mask_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -80,7 +81,10 @@ def _describe(error: Any) -> str:
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     got = error.get("input")
-    shown = "" if isinstance(got, (dict, list)) or kind == "value_error" else f", got {got!r}"
+    # a secret's value is never echoed, also when it is the wrong type
+    hidden = isinstance(got, (dict, list)) or kind == "value_error" or any(
+        isinstance(item, str) and is_secret_name(item) for item in error["loc"])
+    shown = "" if hidden else f", got {mask_text(repr(got))}"
     prefix = f"{loc}: " if loc else ""
     return f"{prefix}{msg[0].lower() + msg[1:]}{shown}"
 
@@ -147,15 +151,14 @@ def load_config(
         raise ConfigError(f"{path}: {_describe(errors[0])}{more}") from None
 
 
-# Free-form option tables may hold credentials under client-specific names (sasl.jaas.config,
-# s3fs "secret", JDBC "password"); typed secrets are SecretStr fields.
+# Free-form option tables hold settings under client-specific names (sasl.jaas.config, s3fs
+# "secret", JDBC "password"): there a secret is known by its name. Typed secrets are SecretStr.
 _FREE_FORM = {"client_properties", "spark_properties", "options", "blob_options", "conf"}
-_SECRET_KEY = re.compile(r"pass(word)?|secret|jaas|credential|token|(^|[._-])key$", re.IGNORECASE)
-MASK = "********"
 
 
 def masked(config: Config) -> dict[str, Any]:
-    """The resolved configuration as plain data with every secret replaced by a mask."""
+    """The resolved configuration as plain data with every secret replaced by MASK: SecretStr
+    fields, secret names in option tables, and secrets inside any value (eoctl.secrets)."""
 
     def walk(value: Any, key: str = "", free_form: bool = False) -> Any:
         if isinstance(value, SecretStr):
@@ -165,8 +168,8 @@ def masked(config: Config) -> dict[str, Any]:
             return {k: walk(v, str(k), inner) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [walk(v, key, free_form) for v in value]
-        if free_form and isinstance(value, str) and _SECRET_KEY.search(key):
-            return MASK
+        if isinstance(value, str):
+            return MASK if free_form and is_secret_name(key) else mask_text(value)
         return value
 
     # model_dump keeps SecretStr objects, so secrets are masked before anything becomes a string.

@@ -6,6 +6,8 @@ import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eoctl.secrets import JAVA_REPLACEMENT, VALUE_REGEX, redact
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -20,6 +22,11 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         return value.hex()
     return value
+
+
+def collected(df: DataFrame, rows: int) -> list[dict[str, Any]]:
+    """The first `rows` rows as plain data, secrets masked: what reports and the history show."""
+    return [redact(jsonable(r.asDict(recursive=True))) for r in df.limit(rows).collect()]
 
 
 def materialize(df: DataFrame, rows_kept: int, evidence_dir: Path | None, stem: str,
@@ -37,11 +44,21 @@ def materialize(df: DataFrame, rows_kept: int, evidence_dir: Path | None, stem: 
         count = df.count()
         if not count:
             return 0, [], None
-        rows = [jsonable(r.asDict(recursive=True)) for r in df.limit(rows_kept).collect()]
+        rows = collected(df, rows_kept)
         path = None
         if count > rows_kept and evidence_dir is not None:
             path = str(evidence_dir / f"{stem}.parquet")
-            df.write.mode("overwrite").parquet(path)
+            masked_strings(df).write.mode("overwrite").parquet(path)
         return count, rows, path
     finally:
         df.unpersist()
+
+
+def masked_strings(df: DataFrame) -> DataFrame:
+    """`df` with the secrets in its string columns masked by Spark (the rule of eoctl.secrets), so
+    evidence written as files says no more than the rows a report shows."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    return df.select(*[F.regexp_replace(df[f.name], VALUE_REGEX, JAVA_REPLACEMENT).alias(f.name)
+                       if isinstance(f.dataType, StringType) else df[f.name] for f in df.schema.fields])

@@ -16,6 +16,7 @@ from eoctl.config.model import EngineConfig
 from eoctl.engine.jars import spark_jar_settings
 from eoctl.errors import EngineError
 from eoctl.scratch import run_dir
+from eoctl.secrets import spark_redaction
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -73,6 +74,9 @@ def session_settings(engine: EngineConfig, *, debug: bool = False, scratch: Path
             # On a cluster each worker chooses its own local dirs; here they are the run's.
             settings["spark.local.dir"] = str(scratch / "spark-local")
     settings.update(spark_jar_settings(engine))
+    # Spark hides settings by a name rule of its own that misses many (fs.azure.account.key.*,
+    # sasl.jaas.config, PEM keys): eoctl's rule, in its UI, event log and logs.
+    settings.update(spark_redaction())
     settings.update(engine.conf)
     return settings
 
@@ -89,7 +93,7 @@ def start_session(engine: EngineConfig, *, debug: bool = False) -> SparkSession:
         # A Connect server owns its jars and JVM settings; only session settings travel.
         builder = builder.remote(engine.remote).config("spark.sql.session.timeZone", "UTC").config(
             "spark.sql.mapKeyDedupPolicy", "LAST_WIN")
-        for key, value in engine.conf.items():
+        for key, value in {**spark_redaction(remote=True), **engine.conf}.items():
             builder = builder.config(key, value)
     else:
         major, line = java_version()

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from eoctl.config.model import Config, EndpointConfig
-from eoctl.engine.evidence import jsonable
+from eoctl.engine.evidence import collected
 from eoctl.errors import Interrupted
 from eoctl.interrupts import deferred
 from eoctl.ops.lease import Lease, RunLog
+from eoctl.secrets import mask_text
 from eoctl.stores.layout import StoreLayout
 
 
@@ -98,7 +99,7 @@ def bound_to_limit(tallies: list[Tally], max_deletes: int) -> None:
 def sample_rows(collectable: Any, rows: int) -> list[dict[str, Any]]:
     if collectable is None:
         return []
-    return [jsonable(r.asDict(recursive=True)) for r in collectable.limit(rows).collect()]
+    return collected(collectable, rows)
 
 
 def selected(config: Config, names: list[str] | None) -> dict[str, EndpointConfig]:
@@ -296,6 +297,6 @@ def write_metrics(path: Path, result: GcResult, success: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
+        fh.write(mask_text("\n".join(lines) + "\n"))
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)

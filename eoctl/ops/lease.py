@@ -26,6 +26,7 @@ from typing import Any
 
 from eoctl.config.model import Config, DuckDBStore
 from eoctl.errors import LeaseHeld
+from eoctl.secrets import redact
 from eoctl.sources.tables import store_named
 from eoctl.stores.db import Db, open_db
 
@@ -183,7 +184,7 @@ class RunLog:
     def finish(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
         with self._db() as db:
             db.execute(f"update {db.table(RUNS)} set finished_at = %s, status = %s, summary = %s where run_id = %s",
-                       [utcnow(), status, json.dumps(summary, default=str), run_id])
+                       [utcnow(), status, json.dumps(redact(summary), default=str), run_id])
 
     def unfinished(self, command: str, current: str) -> list[str]:
         """Runs of `command` that never finished (killed or failed): the next run finishes their leftovers."""

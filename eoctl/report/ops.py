@@ -13,6 +13,7 @@ from eoctl.ops.common import GcResult, RestoreResult
 from eoctl.ops.reconcile import TOKEN_CLASSES, ReconcileReport
 from eoctl.ops.replay import ReplayResult
 from eoctl.report.render import TOP_EVIDENCE, cell
+from eoctl.secrets import redact
 
 RECONCILE_SCHEMA = "eoctl.reconcile-tokens/v1"
 GC_SCHEMA = "eoctl.gc/v1"
@@ -50,9 +51,9 @@ def render_reconcile(report: ReconcileReport, console: Console) -> None:
 
 
 def reconcile_json(report: ReconcileReport) -> dict[str, Any]:
-    return {"schema": RECONCILE_SCHEMA, "run": report.run, "notes": report.notes, "counts": report.counts,
-            "evidence": [{"endpoint": e.endpoint, "class": e.cls, "count": e.count, "rows": e.rows,
-                          "evidence_file": e.parquet} for e in report.evidence]}
+    return redact({"schema": RECONCILE_SCHEMA, "run": report.run, "notes": report.notes, "counts": report.counts,
+                   "evidence": [{"endpoint": e.endpoint, "class": e.cls, "count": e.count, "rows": e.rows,
+                                 "evidence_file": e.parquet} for e in report.evidence]})
 
 
 _TEXT_COLUMNS = ("token_id", "name", "topic", "partition", "offset", "message_id", "created_at", "modified",
@@ -105,7 +106,7 @@ def render_gc(result: GcResult, console: Console) -> None:
 
 def gc_json(result: GcResult) -> str:
     """One line: cron mails and log collectors read it whole."""
-    return json.dumps({"schema": GC_SCHEMA, **result.summary()}, default=str, separators=(",", ":"))
+    return json.dumps(redact({"schema": GC_SCHEMA, **result.summary()}), default=str, separators=(",", ":"))
 
 
 def render_restore(result: RestoreResult, console: Console) -> None:
@@ -117,7 +118,7 @@ def render_restore(result: RestoreResult, console: Console) -> None:
 
 
 def restore_json(result: RestoreResult) -> str:
-    return json.dumps({"schema": GC_SCHEMA, "restore": asdict(result)}, separators=(",", ":"))
+    return json.dumps(redact({"schema": GC_SCHEMA, "restore": asdict(result)}), separators=(",", ":"))
 
 
 REPLAY_SCHEMA = "eoctl.replay-outbox/v1"
@@ -153,4 +154,4 @@ def _age(seconds: int) -> str:
 
 def replay_json(result: ReplayResult) -> str:
     """One line, like gc's: the summary with one object per entry (replayed, skipped and why, ...)."""
-    return json.dumps({"schema": REPLAY_SCHEMA, **result.summary()}, default=str, separators=(",", ":"))
+    return json.dumps(redact({"schema": REPLAY_SCHEMA, **result.summary()}), default=str, separators=(",", ":"))

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eoctl.report.findings import AuditReport, Finding
+from eoctl.secrets import mask_text, redact
 
 _STYLE = {"info": "dim", "warning": "yellow", "error": "red", "critical": "bold red"}
 TOP_EVIDENCE = 5
@@ -88,8 +89,8 @@ def render_markdown(report: AuditReport) -> str:
                 lines.append("| " + " | ".join(cell(row.get(c)).replace("|", "\\|") for c in cols) + " |")
             if f.count > TOP_EVIDENCE:
                 lines.append(f"\n{f.count - TOP_EVIDENCE} more rows" + (f" in `{f.evidence_file}`" if f.evidence_file else "") + ".")
-    return "\n".join(lines) + "\n"
+    return mask_text("\n".join(lines) + "\n")
 
 
 def render_json(report: AuditReport) -> str:
-    return json.dumps(report.to_dict(), indent=2, default=str) + "\n"
+    return json.dumps(redact(report.to_dict()), indent=2, default=str) + "\n"
