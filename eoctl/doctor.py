@@ -343,10 +343,13 @@ def _broker_summary(conn) -> str:
 
     from eoctl.sources.kafka import admin
 
+    client = admin(conn)
     try:
-        md = admin(conn).list_topics(timeout=conn.timeout_seconds)
+        md = client.list_topics(timeout=conn.timeout_seconds)
     except KafkaException as exc:
         raise EoctlError(f"{conn.bootstrap_servers} not reachable: {exc.args[0].str()}") from None
+    finally:
+        client.poll(0)  # hands librdkafka's queued log lines to eoctl's logging (shown with --debug)
     return f"{len(md.brokers)} broker(s), {len(md.topics)} topics at {conn.bootstrap_servers}"
 
 

@@ -50,6 +50,8 @@ def setup(debug: bool) -> None:
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
     root.propagate = False
+    # librdkafka calls its connection failures errors; doctor and the commands say what failed
+    logging.getLogger(f"{LOGGER}.kafka").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
     # py4j logs every call a signal cut short (the engine is stopped right after): --debug only
     py4j = logging.getLogger("py4j")
     py4j.handlers[:] = [handler] if debug else [logging.NullHandler()]

@@ -58,6 +58,7 @@ def audit(
     from eoctl.cli.sources_cmd import parse_range
     from eoctl.report.findings import Severity
     from eoctl.report.render import render_json, render_markdown, render_text
+    from eoctl.sources import check_ranges
 
     app: AppContext = ctx.obj
     threshold = Severity.parse(fail_on)
@@ -78,6 +79,8 @@ def audit(
         evidence_rows=evidence_rows, evidence_dir=evidence_dir, since_last=since_last,
         keep_index=record and since_last,  # an index costs a copy of the records: only for those who continue
     )
+    audited = [config.endpoint(n) for n in endpoint or config.endpoints]
+    check_ranges([ep.input for ep in audited if ep.input], options.ranges)  # before Spark starts
     with progress(app.output is OutputFormat.text) as step:
         step("starting Spark")
         spark = app.spark()

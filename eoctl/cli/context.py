@@ -45,8 +45,11 @@ class AppContext:
         if self._spark is None:
             import tempfile
 
+            from eoctl.config.paths import require_paths
             from eoctl.engine import start_session
             from eoctl.scratch import run_dir
+
+            require_paths(self.config())  # a missing file is one line now, not an engine error later
 
             # PySpark's own temporary files (the gateway's connection file) go under the run's
             # folder too; a CLI process only, as it changes where every tempfile goes

@@ -42,9 +42,13 @@ def scan(
     from eoctl.report.terminal import render_summary
     from eoctl.sources.summary import summarize_input
 
+    from eoctl.sources import check_ranges
+
     app_ctx: AppContext = ctx.obj
     config = app_ctx.config()
     offset_ranges = [parse_range(r) for r in ranges or []]
+    source = config.endpoint(endpoint).input
+    check_ranges([source] if source else [], offset_ranges)
     with progress(not app_ctx.json) as step:
         step("starting Spark")
         spark = app_ctx.spark()

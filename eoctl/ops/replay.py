@@ -344,18 +344,20 @@ def replay(config: Config, options: ReplayOptions,
     started = time.monotonic()
     run_id = new_run_id()
     layout = StoreLayout(config)
-    stuck = find_stuck(layout, options)
     if not options.execute:
         return ReplayResult(run_id, False, [EntryOutcome(e.endpoint, e.entry_id, e.age_seconds, e.messages,
-                                                         e.tokens_committed, "planned") for e in stuck])
-    if options.entries:
-        missing = set(options.entries) - {e.entry_id for e in stuck}
-        if missing:
-            raise UsageError(f"--entry {sorted(missing)[0]}: no pending outbox entry with this incoming message id")
+                                                         e.tokens_committed, "planned")
+                                            for e in find_stuck(layout, options)])
     table = routes(config)
     log = RunLog(config)
     outcomes: list[EntryOutcome] = []
+    # the lease first: a refused run reads nothing, and the entries read are the holder's to replay
     with Lease(config, COMMAND, run_id) as lease:
+        stuck = find_stuck(layout, options)
+        if options.entries:
+            missing = set(options.entries) - {e.entry_id for e in stuck}
+            if missing:
+                raise UsageError(f"--entry {sorted(missing)[0]}: no pending outbox entry with this incoming message id")
         log.start(run_id, COMMAND)
         dispatcher = Dispatcher(config)
         try:

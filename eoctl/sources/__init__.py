@@ -12,7 +12,19 @@ from eoctl.sources.records import with_protocol_columns
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["OffsetRange", "input_committed_offsets", "read_input"]
+__all__ = ["OffsetRange", "check_ranges", "input_committed_offsets", "read_input"]
+
+
+def check_ranges(inputs: list[TopicInput], ranges: list[OffsetRange] | None) -> None:
+    """A --range on a topic none of `inputs` reads would scan nothing and look like a clean topic:
+    a usage error naming the topics there are."""
+    from eoctl.errors import UsageError
+
+    topics = sorted({t for source in inputs for t in source.topics})
+    for r in ranges or []:
+        if r.topic not in topics:
+            raise UsageError(f"--range {r.topic}:{r.partition}: no endpoint audited reads topic {r.topic!r} "
+                             f"(topics read: {', '.join(topics) or 'none'})")
 
 
 def read_input(

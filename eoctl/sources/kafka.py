@@ -40,9 +40,14 @@ class OffsetRange:
 
 def client_config(conn: KafkaConnection) -> dict[str, Any]:
     """confluent-kafka (librdkafka) settings for this connection."""
+    from eoctl.logs import get as get_logger
+
     cfg: dict[str, Any] = {
         "bootstrap.servers": conn.bootstrap_servers,
         "security.protocol": conn.security_protocol,
+        # librdkafka's own lines (`%3|...|FAIL|...` while a broker is down) go to eoctl's logging,
+        # shown with --debug; eoctl reports what failed in its own words
+        "logger": get_logger("kafka"),
     }
     if conn.sasl_mechanism:
         cfg["sasl.mechanism"] = conn.sasl_mechanism

@@ -46,6 +46,9 @@ def test_markdown_to_a_file_and_fail_on_below_the_worst(spark_jars: Path, tmp_pa
     (["--fail-on", "fatal"], "severity 'fatal': expected info, warning, error or critical"),
     (["--since", "yesterday"], "--since 'yesterday': expected an ISO time"),
     (["--endpoint", "nope"], "unknown endpoint 'nope' (configured: billing, shipping, shop)"),
+    # a typo in a topic must not look like a clean topic (0 records scanned)
+    (["--range", "t:99"], "--range t:99: no endpoint audited reads topic 't' (topics read: invoices, orders)"),
+    (["--endpoint", "billing", "--range", "invoices:0"], "(topics read: orders)"),
 ])
 def test_bad_audit_options_are_usage_errors(args: list[str], message: str) -> None:
     result = run_eoctl("--config", CHAOS, "audit", *args)
