@@ -83,7 +83,11 @@ def global_options(
     if master and remote:
         raise typer.BadParameter("use --master or --remote, not both", param_hint="--remote")
     ctx.obj = AppContext(resolve_config_path(config), output, debug, master, remote)
-    ctx.call_on_close(ctx.obj.close)
+    # closed by main(), after an error is described: Spark's error messages live in its JVM
+    _contexts.append(ctx.obj)
+
+
+_contexts: list[AppContext] = []
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -97,9 +101,16 @@ def main(argv: list[str] | None = None) -> None:
     interrupts.install()
     try:
         result = command.main(args=args, prog_name="eoctl", standalone_mode=False)
+        code = int(result) if isinstance(result, int) else 0
     except BaseException as exc:  # noqa: BLE001 - the one error boundary
-        sys.exit(_report(exc, debug))
-    sys.exit(int(result) if isinstance(result, int) else 0)
+        code = _report(exc, debug)
+    finally:
+        try:
+            for app_ctx in _contexts:
+                app_ctx.close()  # the engine stopped, the run's temporary folder removed
+        except BaseException as exc:  # noqa: BLE001 - a second Ctrl-C while stopping: still one line
+            code = _report(exc, debug)
+    sys.exit(code)
 
 
 def _report(exc: BaseException, debug: bool) -> int:
@@ -107,6 +118,8 @@ def _report(exc: BaseException, debug: bool) -> int:
     import traceback
 
     from eoctl import interrupts
+    from eoctl.engine.errors import describe as describe_engine_error
+    from eoctl.engine.errors import message_of
 
     if isinstance(exc, SystemExit):
         raise exc
@@ -134,10 +147,16 @@ def _report(exc: BaseException, debug: bool) -> int:
         return int(exc.exit_code)
     if not isinstance(exc, Exception):
         raise exc
+    message = message_of(exc).strip()
+    unreadable = describe_engine_error(message)
+    if unreadable:  # a truncated or corrupt file: which, and why, is what the operator needs
+        print(f"eoctl: error: {mask_text(unreadable)} (a half-written or corrupt file: restore it or move it away)",
+              file=sys.stderr)
+        return int(ExitCode.RUNTIME)
     if debug:
         return int(ExitCode.RUNTIME)
     # masked before it is cut, so a cut never leaves the start of a secret unmasked
-    text = mask_text(str(exc).strip()).splitlines()[0][:300] if str(exc).strip() else ""
+    text = mask_text(message).splitlines()[0][:300] if message else ""
     print(f"eoctl: internal error: {type(exc).__name__}: {text} (rerun with --debug for the traceback)",
           file=sys.stderr)
     return int(ExitCode.RUNTIME)
