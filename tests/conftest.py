@@ -14,11 +14,23 @@ import pytest
 from tests.helpers.servers import unavailable
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--scale", action="store_true",
+                     help="also run the tests marked scale (tens of minutes; README, Development)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Tests are unit tests unless marked integration; `-m unit` runs only the fast ones.
     for item in items:
         if item.get_closest_marker("integration") is None:
             item.add_marker(pytest.mark.unit)
+    # Scale tests take longer than CI's budget: deselected unless asked for, whatever -m says
+    # (an -m given on the command line would replace one in addopts).
+    if not config.getoption("--scale"):
+        scale = [item for item in items if item.get_closest_marker("scale")]
+        if scale:
+            config.hook.pytest_deselected(items=scale)
+            items[:] = [item for item in items if not item.get_closest_marker("scale")]
 
 
 @pytest.fixture(scope="session")

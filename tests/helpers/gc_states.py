@@ -10,8 +10,10 @@ what it is, so the oracle is what the generator made, not a second implementatio
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
+import random
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +65,43 @@ def young_garbage(cell: Cell, item: Item) -> bool:
     known = cell.outcome in ("entry_committed", "sent") or (cell.outcome == "unknown" and on_records)
     return (effective_kind(cell, item) == "intent" and known
             and item.age_minutes * 60 <= GRACE.total_seconds())
+
+
+# An item's age in minutes, by class; never within 5 minutes of the grace boundary, which the
+# oracle (must_remove) is not meant to pin down to the second.
+_GRACE_MIN = int(GRACE.total_seconds() // 60)
+_AGES = {"young": (0, _GRACE_MIN - 6), "old": (_GRACE_MIN + 6, 2 * _GRACE_MIN)}
+_ITEM_SHAPES = [(what, kind, age) for what, kinds in (("token", TOKEN_KINDS), ("blob", BLOB_KINDS))
+                for kind in kinds for age in _AGES]
+
+
+def every_shape(rng: random.Random) -> list[Cell]:
+    """One cell of every shape: each outcome with each multiset of one to three items, an item
+    being a kind (token or blob) and an age class (young, or past the grace period); 9,196 cells.
+    The ages within a class are drawn from `rng`."""
+    return [Cell(outcome, tuple(Item(what, kind, rng.randint(*_AGES[age])) for what, kind, age in items))
+            for outcome in OUTCOMES for size in (1, 2, 3)
+            for items in itertools.combinations_with_replacement(_ITEM_SHAPES, size)]
+
+
+def shape(cell: Cell) -> tuple:
+    """What `every_shape` tells cells apart by: the outcome and the items' kinds and age classes."""
+    return cell.outcome, tuple(sorted((i.what, i.kind, "old" if i.age_minutes * 60 > GRACE.total_seconds() else "young")
+                                      for i in cell.items))
+
+
+def generated_cells(count: int, seed: int) -> list[Cell]:
+    """`count` cells from `seed`: every shape once (a random subset of them when `count` is
+    smaller), then random cells of one to three items, in a random order."""
+    rng = random.Random(seed)
+    cells = every_shape(rng)
+    rng.shuffle(cells)
+    while len(cells) < count:
+        cells.append(Cell(rng.choice(OUTCOMES), tuple(
+            Item(what, kind, rng.randint(*_AGES[age])) for what, kind, age in
+            (rng.choice(_ITEM_SHAPES) for _ in range(rng.randint(1, 3))))))
+    rng.shuffle(cells)
+    return cells[:count]
 
 
 @dataclass
@@ -153,7 +192,7 @@ def write_state(folder: Path, cells: list[Cell], now: dt.datetime, postgres=None
     db = duckdb.connect()
     try:
         db.execute('create temp table recs ("offset" bigint, headers varchar)')
-        db.executemany("insert into recs values (?, ?)", [
+        _insert_duckdb(db, "recs", [
             (i, json.dumps([{"key": k, "value": v} for k, v in h.items()])) for i, h in enumerate(ordered)])
         archive = folder / "topics" / "t"
         archive.mkdir(parents=True)
@@ -207,8 +246,7 @@ def _write_tables(folder: Path, postgres, tokens: list, src_entries: list, dst_e
                 for ddl in _DDL:
                     db.execute(ddl.format(s=schema))
             for table, rows in inserts:
-                if rows:
-                    db.executemany(f"insert into {table} values ({', '.join(['?'] * len(rows[0]))})", rows)
+                _insert_duckdb(db, table, rows)
         return "".join(f'[stores.{s}]\ntype = "duckdb"\npath = "state.duckdb"\nschema = "{s}"\n\n' for s in ("src", "dst"))
     import uuid
 
@@ -229,3 +267,14 @@ def _write_tables(folder: Path, postgres, tokens: list, src_entries: list, dst_e
     return "".join(f'[stores.{s}]\ntype = "postgres"\nport = {postgres.port}\ndatabase = "{name}"\n'
                    f'user = "{postgres.user}"\npassword = "${{EOCTL_TEST_PGPASSWORD}}"\nschema = "{s}"\n\n'
                    for s in ("src", "dst"))
+
+
+def _insert_duckdb(db, table: str, rows: list[tuple]) -> None:
+    """Insert rows in one statement through Arrow: executemany costs a millisecond or more per
+    row, minutes for the states of tens of thousands of cells."""
+    import pyarrow as pa
+
+    if rows:
+        db.register("eoctl_rows", pa.table({f"c{i}": list(col) for i, col in enumerate(zip(*rows))}))
+        db.execute(f"insert into {table} select * from eoctl_rows")
+        db.unregister("eoctl_rows")

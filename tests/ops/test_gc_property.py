@@ -1,32 +1,35 @@
-"""Property: over about 1,600 random pipeline states, gc removes exactly the garbage past the
+"""Property: over thousands of generated pipeline states, gc removes exactly the garbage past the
 grace period, never a token or blob that is live, referenced, leaked/published or young.
 
-Each Hypothesis example writes 400-500 independent cells (states) into one archive and one store
-and runs the real gc-tokens and gc-blobs (plan and --execute) once over all of them: few large
-examples, since each pays the fixed cost of two Spark plans (4 examples, ~1600 cells in all).
-Lists of more than ~420 cells exceed Hypothesis's entropy budget per example (such examples are
-dropped, silently with data_too_large suppressed), so longer lists would not mean more cells."""
+A state is a cell (tests/helpers/gc_states.py): one message's outcome and one to three tokens and
+blobs tied to it. All the cells of a test are written into one archive, one store and one blob
+folder and collected by one real gc-tokens and one gc-blobs run (plan and --execute): the Spark
+plans cost about as much for one cell as for a few thousand. The default run checks 2,000 cells;
+the scale run (`--scale`) 10,000 or EOCTL_GC_STATES: every cell shape once (each outcome with each
+multiset of one to three items, young or past the grace period: 9,196 shapes) and random cells.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import random
+from pathlib import Path
 
 import duckdb
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from eoctl.config import load_config
 from eoctl.ops import gc_blobs, gc_tokens
 from eoctl.ops.common import GcOptions
 from tests.helpers.gc_states import (
-    BLOB_KINDS,
     GRACE,
-    OUTCOMES,
-    TOKEN_KINDS,
     Cell,
     Item,
+    every_shape,
+    generated_cells,
     must_remove,
+    shape,
     young_garbage,
     write_state,
 )
@@ -34,21 +37,20 @@ from tests.helpers.gc_states import (
 pytestmark = pytest.mark.integration
 
 NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.timezone.utc)
-# ages from fresh to two days, never within 5 minutes of the grace boundary
-AGES = st.integers(0, 2 * 24 * 60).filter(lambda m: abs(m - GRACE.total_seconds() / 60) > 5)
-ITEMS = st.one_of(st.builds(Item, st.just("token"), st.sampled_from(TOKEN_KINDS), AGES),
-                  st.builds(Item, st.just("blob"), st.sampled_from(BLOB_KINDS), AGES))
-CELLS = st.builds(Cell, st.sampled_from(OUTCOMES), st.lists(ITEMS, min_size=1, max_size=3).map(tuple))
+# Batches of 50 cut across cells (as batches of any size do) and make dozens of batches; smaller
+# ones cost a store connection per few rows.
+BATCH = 50
 
 
-@settings(max_examples=4, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large,
-                                 HealthCheck.large_base_example])
-@given(cells=st.lists(CELLS, min_size=400, max_size=500))
-def test_gc_removes_exactly_the_garbage_past_the_grace_period(spark, tmp_path_factory, cells: list[Cell]) -> None:
-    state = write_state(tmp_path_factory.mktemp("state"), cells, NOW)
+def _described(keys: set[str], truth: dict[str, tuple[Cell, Item]]) -> str:
+    return "; ".join(f"{k}: {truth[k]}" for k in sorted(keys)[:10]) + (" ..." if len(keys) > 10 else "")
+
+
+def _check_gc(spark, folder: Path, cells: list[Cell]) -> None:
+    state = write_state(folder, cells, NOW)
     config = load_config(state.config_path)
-    options = GcOptions(grace=GRACE, now=NOW, execute=True, batch_size=7)
+    # --max-deletes above the number of items: one run collects all of the garbage
+    options = GcOptions(grace=GRACE, now=NOW, execute=True, batch_size=BATCH, max_deletes=len(cells) * 3)
 
     tokens_run = gc_tokens.gc_tokens(spark, config, options)
     blobs_run = gc_blobs.gc_blobs(spark, config, options)
@@ -58,15 +60,27 @@ def test_gc_removes_exactly_the_garbage_past_the_grace_period(spark, tmp_path_fa
         left_intents = {r[0] for r in db.execute("select ref from src.eo_intents").fetchall()}
     left_blobs = {p.name for p in state.blob_dir.iterdir() if p.is_file()}
 
-    garbage_tokens = {t for t, (c, i) in state.tokens.items() if must_remove(c, i)}
-    garbage_blobs = {b for b, (c, i) in state.blobs.items() if must_remove(c, i)}
-    # never anything else: every token and blob not garbage past the grace period is still there
-    assert left_tokens == set(state.tokens) - garbage_tokens
-    assert left_blobs == set(state.blobs) - garbage_blobs
-    # and all of the garbage: planned, removed, counted, and the intents of what was removed with it
-    assert tokens_run.totals()["planned"] == tokens_run.totals()["deleted"] == len(garbage_tokens)
-    assert blobs_run.totals()["planned"] == blobs_run.totals()["deleted"] == len(garbage_blobs)
-    assert not left_intents & (garbage_tokens | garbage_blobs)
-    # garbage of an attempt that lost, but young: classified, counted, left for a later run
-    assert tokens_run.totals()["skipped_young"] == sum(young_garbage(c, i) for c, i in state.tokens.values())
-    assert blobs_run.totals()["skipped_young"] == sum(young_garbage(c, i) for c, i in state.blobs.values())
+    for truth, left, run in ((state.tokens, left_tokens, tokens_run), (state.blobs, left_blobs, blobs_run)):
+        garbage = {k for k, (c, i) in truth.items() if must_remove(c, i)}
+        # never anything else: every token and blob not garbage past the grace period is still there
+        lost = set(truth) - garbage - left
+        assert not lost, f"{len(lost)} removed that must stay: {_described(lost, truth)}"
+        # and all of the garbage: planned, removed, counted, and the intents of what was removed with it
+        missed = garbage & left
+        assert not missed, f"{len(missed)} garbage past the grace period left: {_described(missed, truth)}"
+        assert run.totals()["planned"] == run.totals()["deleted"] == len(garbage)
+        assert not left_intents & garbage
+        # garbage of an attempt that lost, but young: classified, counted, left for a later run
+        assert run.totals()["skipped_young"] == sum(young_garbage(c, i) for c, i in truth.values())
+
+
+def test_gc_removes_exactly_the_garbage_past_the_grace_period(spark, tmp_path: Path) -> None:
+    _check_gc(spark, tmp_path, generated_cells(2_000, seed=0))
+
+
+@pytest.mark.scale
+@pytest.mark.timeout(3600)
+def test_gc_removes_exactly_the_garbage_past_the_grace_period_in_every_cell_shape(spark, tmp_path: Path) -> None:
+    cells = generated_cells(int(os.environ.get("EOCTL_GC_STATES", "10000")), seed=1)
+    assert {shape(c) for c in cells} >= {shape(c) for c in every_shape(random.Random(0))}
+    _check_gc(spark, tmp_path, cells)
