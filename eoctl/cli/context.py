@@ -41,15 +41,19 @@ class AppContext:
             self._config = load_config(self.config_path, overrides={"master": self.master, "remote": self.remote})
         return self._config
 
-    def spark(self) -> SparkSession:
+    def spark(self, require_paths: bool = True) -> SparkSession:
+        """The session, started on first use; first, unless `require_paths` is false (doctor,
+        which reports each missing path as a check of its own), every configured local path
+        must exist (eoctl.config.paths)."""
         if self._spark is None:
             import tempfile
 
-            from eoctl.config.paths import require_paths
+            from eoctl.config import paths
             from eoctl.engine import start_session
             from eoctl.scratch import run_dir
 
-            require_paths(self.config())  # a missing file is one line now, not an engine error later
+            if require_paths:  # a missing file is one line now, not an engine error a minute later
+                paths.require_paths(self.config())
 
             # PySpark's own temporary files (the gateway's connection file) go under the run's
             # folder too; a CLI process only, as it changes where every tempfile goes

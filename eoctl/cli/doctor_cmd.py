@@ -18,7 +18,7 @@ def doctor(ctx: typer.Context) -> int:
     app: AppContext = ctx.obj
     config = app.config()
     with progress(not app.json) as step:
-        report = run_doctor(config, app.spark, step)
+        report = run_doctor(config, lambda: app.spark(require_paths=False), step)  # it checks paths itself
     if app.json:
         emit_json(report.to_dict())
     else:
