@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from eoctl.config.model import Config, DuckDBStore
-from eoctl.errors import LeaseHeld
+from eoctl.errors import LeaseHeld, SourceError
 from eoctl.secrets import redact
 from eoctl.sources.tables import store_named
 from eoctl.stores.db import Db, open_db
@@ -75,14 +75,15 @@ class Lease:
     def _db(self):
         return open_db(store_named(self.config, self.config.control_store()))
 
-    def _lock_path(self) -> Path | None:
+    def _duckdb_path(self) -> Path | None:
+        """The control store's DuckDB file; None for PostgreSQL (a row lease)."""
         store = store_named(self.config, self.config.control_store())
-        return Path(f"{store.path}.eoctl-{self.name}.lock") if isinstance(store, DuckDBStore) else None
+        return Path(store.path) if isinstance(store, DuckDBStore) else None
 
     def acquire(self) -> Lease:
-        lock_path = self._lock_path()
-        if lock_path is not None:
-            return self._acquire_file(lock_path)
+        database = self._duckdb_path()
+        if database is not None:
+            return self._acquire_file(database)
         host, pid, now = socket.gethostname(), os.getpid(), utcnow()
         ttl = dt.timedelta(seconds=self.config.ops.lease_ttl_seconds)
         with self._db() as db:
@@ -113,8 +114,10 @@ class Lease:
                     raise LeaseHeld(f"another {self.name} run took over the stale lease at the same moment")
         return self
 
-    def _acquire_file(self, path: Path) -> Lease:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by children (PEP 446)
+    def _acquire_file(self, database: Path) -> Lease:
+        if not database.exists():  # no lock file beside a database that is not there (a typo)
+            raise SourceError(f"DuckDB file {database} does not exist")
+        fd = os.open(f"{database}.eoctl-{self.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by children (PEP 446)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -133,7 +136,7 @@ class Lease:
         return self
 
     def renew(self) -> None:
-        if self._lock_path() is not None:
+        if self._duckdb_path() is not None:
             return  # a flock is held until released or the process dies: nothing to renew
         with self._db() as db:
             kept = db.rowcount(f"update {db.table(LEASES)} set renewed_at = %s where name = %s and run_id = %s",
