@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from eoctl.procs import pid_alive, start_time
+
 _run_dir: Path | None = None
 # A folder younger than this is left alone even when its process looks gone: where the start
 # time is unknown (not Linux), a pid alone could name a process that was just reused.
@@ -35,31 +37,11 @@ def root() -> Path:
     return Path(tempfile.gettempdir()) / f"eoctl-{os.getuid()}"
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux); None when it is gone or unknown."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] == "Z":  # a zombie is gone for our purposes
-        return None
-    return fields[19]  # field 22 of stat; fields here start at field 3
-
-
 def _alive(pid: int, start: str) -> bool:
-    current = _start_time(pid)
+    current = start_time(pid)
     if current is not None:
         return current == start
-    if Path("/proc/self/stat").exists():  # Linux: not in /proc means gone
-        return False
-    try:  # elsewhere: the pid alone
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return not Path("/proc/self/stat").exists() and pid_alive(pid)  # Linux: not in /proc is gone
 
 
 def remove_stale(base: Path | None = None) -> list[Path]:
@@ -93,7 +75,7 @@ def run_dir() -> Path:
         base.mkdir(parents=True, exist_ok=True, mode=0o700)
         remove_stale(base)
         pid = os.getpid()
-        path = base / f"run-{pid}-{_start_time(pid) or int(time.time())}"
+        path = base / f"run-{pid}-{start_time(pid) or int(time.time())}"
         path.mkdir(exist_ok=True, mode=0o700)
         _run_dir = path
         atexit.register(remove_run_dir)

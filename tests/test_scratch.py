@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from eoctl import scratch
+from eoctl.procs import start_time
 
 
 def _old(path: Path) -> Path:
@@ -23,7 +24,7 @@ def test_only_dead_runs_folders_are_removed(tmp_path: Path) -> None:
     gone = subprocess.Popen(["true"])
     gone.wait()
     me = os.getpid()
-    start = scratch._start_time(me)
+    start = start_time(me)
     assert start is not None
     dead = _old(tmp_path / f"run-{gone.pid}-123")
     reused = _old(tmp_path / f"run-{me}-{int(start) + 1}")  # this pid, but another process's start
@@ -46,7 +47,7 @@ def test_a_run_folder_lives_under_the_root_until_the_run_ends(tmp_path: Path, mo
     _old(stale)
     folder = scratch.subdir("duckdb")
     assert folder.parent.parent == tmp_path / "root" and folder.is_dir()
-    assert folder.parent.name == f"run-{os.getpid()}-{scratch._start_time(os.getpid())}"
+    assert folder.parent.name == f"run-{os.getpid()}-{start_time(os.getpid())}"
     assert not stale.exists()  # removed when this run made its own
     scratch.remove_run_dir()
     assert not folder.parent.exists()

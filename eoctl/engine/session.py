@@ -175,22 +175,18 @@ def _children() -> set[int]:
     """Live child processes of this process (Linux /proc; none elsewhere). Exited ones are reaped."""
     import os
 
+    from eoctl.procs import stat_fields
+
     me, out = os.getpid(), set()
     try:
         entries = os.listdir("/proc")
     except OSError:
         return out
     for entry in entries:
-        if not entry.isdigit():
+        fields = stat_fields(int(entry)) if entry.isdigit() else None
+        if fields is None or int(fields[1]) != me:
             continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                state, ppid = fh.read().rsplit(")", 1)[1].split()[:2]
-        except (OSError, ValueError):
-            continue
-        if int(ppid) != me:
-            continue
-        if state == "Z":
+        if fields[0] == "Z":
             try:
                 os.waitpid(int(entry), os.WNOHANG)
             except ChildProcessError:

@@ -26,6 +26,7 @@ from typing import Any
 
 from eoctl.config.model import Config, DuckDBStore
 from eoctl.errors import LeaseHeld, SourceError
+from eoctl.procs import pid_alive
 from eoctl.secrets import redact
 from eoctl.sources.tables import store_named
 from eoctl.stores.db import Db, open_db
@@ -36,22 +37,6 @@ RUNS = "eoctl_runs"
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:  # a killed child not yet reaped is a zombie: gone
-            if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
-    except (OSError, IndexError):
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _ensure_tables(db: Db) -> None:
@@ -101,7 +86,7 @@ class Lease:
             else:
                 old_run, old_host, old_pid, renewed = rows[0]
                 renewed = renewed if renewed.tzinfo else renewed.replace(tzinfo=dt.timezone.utc)
-                stale = now - renewed > ttl or (old_host == host and not _pid_alive(int(old_pid)))
+                stale = now - renewed > ttl or (old_host == host and not pid_alive(int(old_pid)))
                 if not stale:
                     age = int((now - renewed).total_seconds())
                     raise LeaseHeld(f"{self.name} is already running: run {old_run} on {old_host} pid {old_pid}, "
