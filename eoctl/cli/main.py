@@ -106,8 +106,8 @@ def main(argv: list[str] | None = None) -> None:
         code = _report(exc, debug)
     finally:
         try:
-            for app_ctx in _contexts:
-                app_ctx.close()  # the engine stopped, the run's temporary folder removed
+            while _contexts:
+                _contexts.pop().close()  # the engine stopped, the run's temporary folder removed
         except BaseException as exc:  # noqa: BLE001 - a second Ctrl-C while stopping: still one line
             code = _report(exc, debug)
     sys.exit(code)
