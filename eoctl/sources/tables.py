@@ -130,7 +130,8 @@ def read_store_table(
     num_partitions: int = 8,
 ) -> DataFrame:
     """A store table: PostgreSQL through Spark JDBC, partitioned by `partition_column` when
-    given; DuckDB through a Parquet snapshot (see duckdb_snapshot)."""
+    given; DuckDB through a Parquet snapshot (see duckdb_snapshot), which Spark splits by itself,
+    so the partitioning arguments apply to PostgreSQL only."""
     from pyspark.sql.utils import AnalysisException
 
     if isinstance(store, DuckDBStore):
