@@ -80,6 +80,8 @@ def run_audit(
                                                 f"{report.run['id']}-{code}-{endpoint}")
                 if count:
                     report.findings.append(Finding(code, endpoint, where, count, rows, path))
+                if code == "EO106":  # records the scan could not read are part of what it scanned
+                    report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
         if ctx.base is not None:  # the checks that re-examined only what the new records touch
             report.run["scan"]["continued"] = sorted(ctx.carried_state)
             if ctx.rebuilt:  # states the base kept that could not be continued, and why

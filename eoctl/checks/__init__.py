@@ -25,6 +25,7 @@ def all_checks() -> dict[str, Check]:
         "EO103": topics.sequence_on_several_messages,
         "EO104": topics.sequence_gaps,
         "EO105": topics.records_without_protocol,
+        "EO106": topics.undecodable_archive_lines,
         "EO201": tokens.orphan_tokens,
         "EO202": tokens.silent_loss,
         "EO203": tokens.leaked_tokens,

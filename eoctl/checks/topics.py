@@ -1,4 +1,5 @@
-"""Topic checks (EO101-EO105): one scan of the records, grouped several ways."""
+"""Topic checks (EO101-EO106): one scan of the records, grouped several ways; EO106 reads the
+lines of JSON archives that never became records."""
 
 from __future__ import annotations
 
@@ -168,3 +169,15 @@ def records_without_protocol(ctx: AuditContext) -> Iterator[Hit]:
         "endpoint", "topic", "partition", "offset", "problem",
         F.when(F.is_valid_utf8("message_id"), F.col("message_id")).alias("message_id"))
     yield from _per_endpoint("EO105", bad, ctx)
+
+
+def undecodable_archive_lines(ctx: AuditContext) -> Iterator[Hit]:
+    """EO106: lines of a JSON topic archive that are not records, so no other check saw them.
+    They have no offset to place them in a range or an index, so every audit reads the archive's
+    lines again and names them until the file is repaired."""
+    from eoctl.sources.archive import undecodable_lines
+
+    for name, ep in ctx.endpoints.items():
+        if ep.input is not None and ep.input.archive and ep.input.archive_format == "json":
+            lines = undecodable_lines(ctx.spark, ep.input.archive, ep.input.topics).orderBy("file", "line")
+            yield "EO106", name, ep.input.archive, lines

@@ -69,6 +69,8 @@ CATALOG: dict[str, CodeInfo] = {
            ("topic", "producer", "missing_from", "missing_to")),
         _C("EO105", "topics", Severity.ERROR, "record without usable protocol headers",
            ("topic", "partition", "offset"), ("message_id",)),
+        _C("EO106", "topics", Severity.ERROR, "archive line that is not a record: no check saw it",
+           ("file", "line")),
         # registered_by_message: the incoming message whose processing registered the token or blob
         _C("EO201", "tokens", Severity.WARNING, "orphan token past the grace period (gc candidate)",
            ("token_id",), ("message_id", "registered_by_message")),

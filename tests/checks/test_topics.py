@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eoctl.audit import run_audit
+from eoctl.audit import run_audit, select_codes
 from eoctl.checks.context import AuditOptions
 from eoctl.checks.topics import _BUCKET_BITS, _buckets, _gaps
 from eoctl.config import load_config
@@ -92,3 +92,58 @@ def test_working_copy_goes_to_scratch_dir_and_is_removed_afterwards(spark, tmp_p
     assert report.scanned["records"] > 0
     assert any(during[1:]), "the records were not written to the scratch folder"
     assert not list(scratch.glob("eoctl-audit-*")), "the working copy was left behind"
+
+
+def _item_keys(report) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
+    from eoctl import history
+
+    return {(f.code, f.endpoint, f.where): (f.count, sorted(history.item_key(f.code, row) for row in f.evidence))
+            for f in report.findings}
+
+
+@pytest.mark.integration
+def test_undecodable_archive_lines_are_a_finding_until_repaired(spark, tmp_path: Path) -> None:
+    """A JSON archive with a line cut short: every other finding is what the intact archive gives,
+    the line is EO106 by file and line, `scanned` counts it, and --since-last names it until the
+    file is repaired."""
+    from eoctl import incremental
+    from tests.helpers.chaos import recorded_copy, settled
+
+    chaos = recorded_copy(tmp_path)
+    codes = select_codes(["EO1"], None)  # the checks of the records themselves
+    intact = run_audit(spark, chaos.config, settled(), codes)
+    orders = chaos.config_path.parent / "topics" / "orders"
+    spark.read.parquet(str(orders)).coalesce(1).write.json(str(tmp_path / "as-json"))
+    for old in orders.glob("*.parquet"):
+        old.unlink()
+    part = orders / "part-0.json"
+    lines = next((tmp_path / "as-json").glob("part-*.json")).read_text().splitlines()
+    part.write_text("\n".join([*lines[:10], lines[10][:60], *lines[10:]]) + "\n")
+    chaos.config_path.write_text(chaos.config_path.read_text().replace(
+        'archive = "topics/orders"', 'archive = "topics/orders"\narchive_format = "json"'))
+    config = load_config(chaos.config_path)
+
+    def audited(**kw):
+        options = settled()
+        options.keep_index = True
+        for k, v in kw.items():
+            setattr(options, k, v)
+        report = run_audit(spark, config, options, codes)
+        incremental.record(spark, config, report)
+        return report
+
+    for report in (audited(), audited(since_last=True)):
+        (eo106,) = [f for f in report.findings if f.code == "EO106"]
+        assert (eo106.endpoint, eo106.where, eo106.count) == ("billing", str(orders), 1)
+        assert eo106.evidence == [{"file": str(part), "line": 11, "text": lines[10][:60],
+                                   "problem": "not a record: malformed JSON or a field of the wrong type"}]
+        others = {k: v for k, v in _item_keys(report).items() if k[0] != "EO106"}
+        assert others == _item_keys(intact)
+        assert report.scanned["records"] == intact.scanned["records"]
+        assert report.scanned["undecodable"] == 1
+    assert report.run["scan"]["mode"] == "incremental"
+
+    part.write_text("\n".join(lines) + "\n")  # repaired
+    repaired = audited(since_last=True)
+    assert "EO106" not in {f.code for f in repaired.findings}
+    assert repaired.scanned["undecodable"] == 0

@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from eoctl.config.model import TopicInput
 from eoctl.errors import SourceError
-from eoctl.sources.archive import archive_committed_offsets, read_archive
+from eoctl.sources.archive import archive_committed_offsets, read_archive, undecodable_lines
 from eoctl.sources.records import record_schema
 
 pytestmark = pytest.mark.integration
@@ -61,3 +63,54 @@ def test_committed_offsets_inline_file_and_beside_the_archive(tmp_path: Path) ->
     (tmp_path / "_committed_offsets.json").write_text("[1, 2]")
     with pytest.raises(SourceError, match="is not JSON of the form"):
         archive_committed_offsets(beside)
+
+
+#: lines read_archive cannot read as records, and the problem undecodable_lines names
+_BAD_LINES = {
+    '{"topic": "orders", "partition": 0, "offs': "not a record: malformed JSON or a field of the wrong type",
+    '{"topic": "orders", "partition": 0, "offset": "seven"}': "not a record: malformed JSON or a field of the wrong type",
+    '[1, 2]': "not a record: malformed JSON or a field of the wrong type",
+    '{"topic": "orders", "partition": 1}': "no offset",
+    '{"headers": []}': "no topic, partition, offset",
+}
+
+
+def _good_line(n: int) -> str:
+    return json.dumps({"topic": "orders", "partition": 0, "offset": n, "timestamp": "2026-11-01T12:00:00.000Z",
+                       "key": "aw==", "value": "dg==", "headers": [{"key": "eo-message-id", "value": "bTE="}]})
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.lists(st.sampled_from([None, "", *_BAD_LINES]), min_size=1, max_size=30), min_size=1,
+                      max_size=3),
+       split_bytes=st.sampled_from([64, 300, 1 << 20]))
+def test_undecodable_lines_are_named_by_file_and_line(spark, tmp_path_factory, files, split_bytes: int) -> None:
+    """Bad lines among good ones (None: a good record; "": a blank line), in files split into
+    pieces of `split_bytes`: read_archive reads exactly the good records, undecodable_lines names
+    exactly the bad lines, by file and 1-based line."""
+    folder = tmp_path_factory.mktemp("json-archive")
+    want, good = set(), 0
+    for i, lines in enumerate(files):
+        path = folder / f"part-{i}.json"
+        text = []
+        for number, line in enumerate(lines, start=1):
+            text.append(_good_line(good) if line is None else line)
+            good += line is None
+            if line:
+                want.add((str(path), number, _BAD_LINES[line]))
+        path.write_text("\n".join(text) + "\n")
+    previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split_bytes))
+    try:
+        assert read_archive(spark, str(folder), "json").count() == good
+        got = undecodable_lines(spark, str(folder), ["orders"]).collect()
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
+    assert {(r.file, r.line, r.problem) for r in got} == want
+
+
+def test_undecodable_lines_of_other_topics_are_left_out(spark, tmp_path: Path) -> None:
+    (tmp_path / "part-0.json").write_text('{"topic": "other", "partition": 0}\n{"topic": "orders"}\n{"x\n')
+    got = undecodable_lines(spark, str(tmp_path), ["orders"]).collect()
+    assert sorted((r.line, r.problem) for r in got) == [
+        (2, "no partition, offset"), (3, "not a record: malformed JSON or a field of the wrong type")]
