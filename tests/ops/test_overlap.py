@@ -1,6 +1,7 @@
 """Overlapping runs, as cron makes them: while gc-tokens, gc-blobs and replay-outbox --execute run,
-20 more attempts of each are refused (exit 4) without disturbing them, an audit runs meanwhile,
-and each holder does exactly what it would have done alone (DuckDB and PostgreSQL control stores).
+20 more attempts of each are refused (exit 4) without disturbing them, an audit of the checks that
+read what the holders change runs meanwhile, and each holder does exactly what it would have done
+alone (DuckDB and PostgreSQL control stores).
 
 Each holder is held at a known point after it took its lease: on DuckDB the test keeps the
 database file open for writing (as the pipeline might), on PostgreSQL it locks the run-log table.
@@ -63,16 +64,17 @@ def _attempt(chaos: ChaosRun, args: tuple[str, ...]) -> subprocess.CompletedProc
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
-def _overlap(chaos: ChaosRun, runs: dict[str, tuple[str, ...]]) -> tuple[dict[str, dict], subprocess.CompletedProcess]:
+def _overlap(chaos: ChaosRun, runs: dict[str, tuple[str, ...]], audited: str,
+             ) -> tuple[dict[str, dict], subprocess.CompletedProcess]:
     """Start `runs` (command -> eoctl args) and hold them after they took their leases; meanwhile
-    start an audit and ATTEMPTS more of each; let them go. Returns each holder's JSON summary and
-    the audit's outcome."""
+    start an audit of the `audited` checks (those reading what the holders change) and ATTEMPTS
+    more of each; let them go. Returns each holder's JSON summary and the audit's outcome."""
     with _paused(chaos):
         holders = {cmd: start_eoctl(chaos.config_path, chaos.environ, *args) for cmd, args in runs.items()}
         for cmd, proc in holders.items():
             assert wait_until(lambda: _holds_lease(chaos, cmd, proc.pid) or proc.poll() is not None, 120, 0.2)
             assert proc.poll() is None, proc.communicate()[1][-2000:]
-        audit = start_eoctl(chaos.config_path, chaos.environ, "audit", "--grace", "0s")
+        audit = start_eoctl(chaos.config_path, chaos.environ, "audit", "--grace", "0s", "--select", audited)
         with ThreadPoolExecutor(4) as pool:
             refused = list(pool.map(lambda a: _attempt(chaos, a), [args for args in runs.values()] * ATTEMPTS))
         assert all(p.poll() is None for p in holders.values()), "the holders waited while the attempts ran"
@@ -112,7 +114,7 @@ def test_overlapping_runs_are_refused_and_the_holders_do_what_they_would_alone(k
     summaries, audit = _overlap(chaos, {
         "gc-tokens": ("gc-tokens", "--execute", "--grace", "0s"),
         "gc-blobs": ("gc-blobs", "--execute", "--grace", "0s"),
-    })
+    }, audited="EO2,EO4")
     _audit_completed(audit)
     rows, files = removed(before, snapshot(chaos))
     assert {row[1] for table, row in rows if table.endswith("eo_tokens")} == garbage_messages
@@ -120,7 +122,8 @@ def test_overlapping_runs_are_refused_and_the_holders_do_what_they_would_alone(k
     assert summaries["gc-tokens"]["deleted"] == summaries["gc-tokens"]["planned"] == len(garbage_messages)
     assert summaries["gc-blobs"]["deleted"] == summaries["gc-blobs"]["planned"] == len(garbage_blobs)
 
-    summaries, audit = _overlap(chaos, {"replay-outbox": ("replay-outbox", "--execute", "--stuck-after", "0s")})
+    summaries, audit = _overlap(chaos, {"replay-outbox": ("replay-outbox", "--execute", "--stuck-after", "0s")},
+                              audited="EO3")
     _audit_completed(audit)
     assert {e["entry_id"]: e["status"] for e in summaries["replay-outbox"]["entries"]} == {m: "replayed" for m in stuck}
     assert not store_rows(chaos, "select * from billing.eo_outbox") + store_rows(chaos, "select * from shipping.eo_outbox")
