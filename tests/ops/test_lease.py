@@ -42,9 +42,11 @@ def test_a_held_lease_refuses_a_second_run_until_released(duckdb_config: Config)
     with pytest.raises(LeaseHeld, match=r"gc-tokens is already running: run run-1 on .* pid \d+") as err:
         Lease(duckdb_config, "gc-tokens", "run-2").acquire()
     assert err.value.exit_code == ExitCode.LOCKED == 4
-    Lease(duckdb_config, "gc-blobs", "run-3").acquire()  # another command's lease is independent
+    other = Lease(duckdb_config, "gc-blobs", "run-3").acquire()  # another command's lease is independent
     first.release()
-    Lease(duckdb_config, "gc-tokens", "run-2").acquire()
+    second = Lease(duckdb_config, "gc-tokens", "run-2").acquire()
+    for lease in (other, second):  # each holds its lock file open until released
+        lease.release()
 
 
 def test_a_refused_run_never_opens_the_duckdb_file(duckdb_config: Config) -> None:
