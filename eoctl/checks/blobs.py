@@ -39,7 +39,10 @@ def _list(ctx: AuditContext, name: str, with_hash: bool):
     assert uri is not None
     prefix = prefix_path(uri)
     try:
-        files = ctx.spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(uri)
+        # gc-blobs (or the pipeline) may move a blob away between Spark's listing and its read:
+        # the audit then sees it gone, as a listing a moment later would, instead of failing.
+        files = (ctx.spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+                 .option("ignoreMissingFiles", "true").load(uri))
     except AnalysisException as exc:
         raise SourceError(f"blob prefix {uri} cannot be listed: {str(exc).splitlines()[0]}") from None
     rel = F.expr(f"substring(path, instr(path, '{prefix}') + {len(prefix)})")
