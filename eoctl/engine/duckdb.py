@@ -104,3 +104,12 @@ def repr_sql(value: str) -> str:
 
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def protocol_view(con: duckdb.DuckDBPyConnection, view: str, records: str, names: dict[str, str]) -> None:
+    """Make `view` the records of view `records` plus one binary column per protocol header
+    (`names`: column -> header key), the last value of a key a record carries twice, as Kafka's
+    lastHeader takes (DuckDB indexes from the end with -1; an empty list gives NULL)."""
+    cols = ", ".join(f"list_filter(headers, lambda h: h.key = {repr_sql(key)})[-1].value AS {_ident(col)}"
+                     for col, key in names.items())
+    con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT *, {cols} FROM {_ident(records)}")
