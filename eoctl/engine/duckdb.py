@@ -113,3 +113,49 @@ def protocol_view(con: duckdb.DuckDBPyConnection, view: str, records: str, names
     cols = ", ".join(f"list_filter(headers, lambda h: h.key = {repr_sql(key)})[-1].value AS {_ident(col)}"
                      for col, key in names.items())
     con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT *, {cols} FROM {_ident(records)}")
+
+
+def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[str] | None = None) -> None:
+    """The audit's working copy of every audited input, as table `records` (eoctl.expr.records):
+    read once, kept in the run's database (spilling to disk past `memory_limit`)."""
+    import pyarrow as pa
+
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.records import HEADERS, commits_table, protocol_table, working_copy
+    from eoctl.sources import input_committed_offsets
+
+    keys = {h: getattr(config.protocol.headers, h) for h in HEADERS}
+    selects, commits = [], []
+    for name, ep in config.endpoints.items():
+        if ep.input is None or (endpoints and name not in endpoints):
+            continue
+        if not ep.input.archive:
+            raise SourceError(f"the DuckDB engine does not read live Kafka yet (endpoint {name})")
+        read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics)
+        protocol_view(con, f"protocol_{name}", f"raw_{name}", keys)
+        selects.append(f"SELECT {repr_sql(name)} AS endpoint, topic, partition, \"offset\", timestamp, "
+                       f"{', '.join(HEADERS)} FROM {_ident(f'protocol_{name}')}")
+        commits += [{"c_endpoint": name, "c_topic": t, "c_partition": p, "committed": o}
+                    for t, parts in input_committed_offsets(config, ep.input).items() for p, o in parts.items()]
+    if not selects:
+        selects.append("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in _PROTOCOL_SQL_TYPES.items())
+                       + " WHERE false")
+    con.execute("CREATE OR REPLACE VIEW protocol AS " + " UNION ALL ".join(selects))
+    con.register("commits", pa.Table.from_pylist(commits, schema=pa.schema([
+        ("c_endpoint", pa.string()), ("c_topic", pa.string()), ("c_partition", pa.int32()), ("committed", pa.int64())])))
+    sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb), Dialect.duckdb)
+    con.execute(f"CREATE OR REPLACE TABLE records AS {sql}")
+
+
+_PROTOCOL_SQL_TYPES = {"endpoint": "VARCHAR", "topic": "VARCHAR", "partition": "INTEGER", "offset": "BIGINT",
+                       "timestamp": "TIMESTAMP", **{h: "BLOB" for h in ("message_id", "token_id", "producer",
+                                                                         "sequence", "causation_id", "attempt_id",
+                                                                         "blobs")}}
+
+
+def rows_by_endpoint(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, list[dict]]:
+    """The rows of a check's SQL (one `endpoint` column), by endpoint, without that column."""
+    out: dict[str, list[dict]] = {}
+    for row in con.sql(sql).to_arrow_table().to_pylist():
+        out.setdefault(row.pop("endpoint"), []).append(row)
+    return out

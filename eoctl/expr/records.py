@@ -67,3 +67,10 @@ def working_copy(protocol: ir.Table, commits: ir.Table, dialect: Dialect) -> ir.
         producer=with_commit.producer_text, seq=seq.name("seq"), causation_id=with_commit.causation_id_text,
         attempt_id=with_commit.attempt_id_text, blobs=with_commit.blobs_text, problem=problem,
     )
+
+
+def records_table(name: str = "records") -> ir.Table:
+    """The working copy, unbound: what checks are written against."""
+    return ibis.table(ibis.schema(dict(zip(RECORD_COLUMNS, (
+        "string", "string", "int32", "int64", "timestamp", "boolean", "int64", "string", "string", "string",
+        "int64", "string", "string", "string", "string")))), name=name)
