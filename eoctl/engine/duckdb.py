@@ -8,6 +8,7 @@ compiled to DuckDB's SQL (docs/engines.md).
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from eoctl.errors import SourceError
@@ -34,7 +35,7 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     from eoctl.scratch import subdir
 
     folder = subdir("duckdb-engine")
-    con = duckdb.connect(str(folder / "engine.duckdb"))
+    con = duckdb.connect(str(folder / f"engine-{uuid.uuid4().hex[:8]}.duckdb"))
     con.execute(f"SET temp_directory = '{_sql_text(str(folder / 'spill'))}'")
     con.execute("SET TimeZone = 'UTC'")
     if memory_limit:

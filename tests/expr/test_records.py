@@ -69,8 +69,11 @@ def test_problems_text_and_progress_on_duckdb() -> None:
 @pytest.mark.integration
 def test_spark_gives_the_same_rows(spark) -> None:
     protocol, commits = _tables()
-    spark.createDataFrame(protocol.to_pandas()).createOrReplaceTempView("protocol")
-    spark.createDataFrame(commits.to_pandas()).createOrReplaceTempView("commits")
+    ddl = ("endpoint string, topic string, partition int, offset long, timestamp timestamp, "
+           + ", ".join(f"{h} binary" for h in HEADERS))
+    spark.createDataFrame(protocol.to_pylist(), ddl).createOrReplaceTempView("protocol")
+    spark.createDataFrame(commits.to_pylist(), "c_endpoint string, c_topic string, c_partition int, committed long",
+                          ).createOrReplaceTempView("commits")
     sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.spark), Dialect.spark)
     got = sorted((r.asDict() for r in spark.sql(sql).collect()), key=lambda r: r["offset"])
     assert got == _duckdb_rows()
