@@ -1,0 +1,162 @@
+"""The DuckDB engine: the same tables the Spark engine reads, in process, on one machine.
+
+Inputs become views of one DuckDB database in the run's temporary folder (eoctl.scratch): on
+disk, so that what does not fit in `memory_limit` spills to `temp_directory` instead of failing.
+Checks never import this module: they are Ibis expressions over unbound tables of the same names,
+compiled to DuckDB's SQL (docs/engines.md).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from eoctl.errors import SourceError
+
+if TYPE_CHECKING:
+    import duckdb
+
+#: the normalized record schema (eoctl.sources.records), as DuckDB types
+RECORD_SQL_TYPES = {
+    "topic": "VARCHAR",
+    "partition": "INTEGER",
+    "offset": "BIGINT",
+    "timestamp": "TIMESTAMP",
+    "key": "BLOB",
+    "value": "BLOB",
+    "headers": "STRUCT(key VARCHAR, value BLOB)[]",
+}
+
+
+def connect(memory_limit: str | None = None, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB database of this run, in its temporary folder, with spilling there too."""
+    import duckdb
+
+    from eoctl.scratch import subdir
+
+    folder = subdir("duckdb-engine")
+    con = duckdb.connect(str(folder / f"engine-{uuid.uuid4().hex[:8]}.duckdb"))
+    con.execute(f"SET temp_directory = '{_sql_text(str(folder / 'spill'))}'")
+    con.execute("SET TimeZone = 'UTC'")
+    if memory_limit:
+        con.execute(f"SET memory_limit = '{_sql_text(memory_limit)}'")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    return con
+
+
+def archive_files(path: str, extension: str) -> list[str]:
+    """The data files of an archive folder as Spark lists them: every file below `path` whose
+    name does not start with `_` or `.` (Hadoop's hidden files: `_committed_offsets.json`,
+    `_SUCCESS`, `.crc`), with the format's extension or none. A path that is a file is itself."""
+    import fsspec
+
+    fs, _, (root,) = fsspec.get_fs_token_paths(path)
+    if not fs.exists(root):
+        raise SourceError(f"topic archive {path} does not exist")
+    if fs.isfile(root):
+        return [path]
+    files = []
+    for name in sorted(fs.find(root)):
+        rel = name[len(root.rstrip("/")) + 1:]
+        if any(part.startswith(("_", ".")) for part in rel.split("/")):
+            continue
+        files.append(fs.unstrip_protocol(name) if "://" in path else name)
+    if not files:
+        raise SourceError(f"topic archive {path} holds no {extension} files")
+    return files
+
+
+def read_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, fmt: str,
+                 topics: list[str] | None = None) -> None:
+    """Make `view` the records of the archive at `path` in the normalized record schema; only
+    `topics` when given."""
+    if fmt != "parquet":
+        raise SourceError(f"the DuckDB engine reads Parquet topic archives; {path} is {fmt}")
+    files = archive_files(path, fmt)
+    listed = ", ".join(f"'{_sql_text(f)}'" for f in files)
+    columns = _parquet_columns(con, listed)
+    missing = [c for c in RECORD_SQL_TYPES if c not in columns]
+    if missing:
+        raise SourceError(f"records lack the Kafka record columns {', '.join(missing)}",
+                          hint="expected topic, partition, offset, timestamp, key, value, headers")
+    # A timestamp Spark wrote is an instant (TIMESTAMP WITH TIME ZONE here): the session's zone is
+    # UTC, so the cast gives the UTC wall time, as Spark shows it.
+    select = ", ".join(f"CAST({_ident(c)} AS {t}) AS {_ident(c)}" for c, t in RECORD_SQL_TYPES.items())
+    where = f" WHERE topic IN ({', '.join(repr_sql(t) for t in topics)})" if topics else ""
+    con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT {select} FROM read_parquet([{listed}]){where}")
+
+
+def _parquet_columns(con: duckdb.DuckDBPyConnection, listed: str) -> set[str]:
+    try:
+        rows = con.execute(f"DESCRIBE SELECT * FROM read_parquet([{listed}])").fetchall()
+    except Exception as exc:  # duckdb raises one class per cause; the first line says which
+        raise SourceError(f"topic archive cannot be read as parquet: {str(exc).splitlines()[0]}") from None
+    return {row[0] for row in rows}
+
+
+def _sql_text(value: str) -> str:
+    return value.replace("'", "''")
+
+
+def repr_sql(value: str) -> str:
+    return f"'{_sql_text(value)}'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def protocol_view(con: duckdb.DuckDBPyConnection, view: str, records: str, names: dict[str, str]) -> None:
+    """Make `view` the records of view `records` plus one binary column per protocol header
+    (`names`: column -> header key), the last value of a key a record carries twice, as Kafka's
+    lastHeader takes (DuckDB indexes from the end with -1; an empty list gives NULL)."""
+    cols = ", ".join(f"list_filter(headers, lambda h: h.key = {repr_sql(key)})[-1].value AS {_ident(col)}"
+                     for col, key in names.items())
+    con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT *, {cols} FROM {_ident(records)}")
+
+
+def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[str] | None = None) -> None:
+    """The audit's working copy of every audited input, as table `records` (eoctl.expr.records):
+    read once, kept in the run's database (spilling to disk past `memory_limit`)."""
+    import pyarrow as pa
+
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.records import HEADERS, commits_table, protocol_table, working_copy
+    from eoctl.sources import input_committed_offsets
+
+    keys = {h: getattr(config.protocol.headers, h) for h in HEADERS}
+    selects, commits = [], []
+    for name, ep in config.endpoints.items():
+        if ep.input is None or (endpoints and name not in endpoints):
+            continue
+        if not ep.input.archive:
+            raise SourceError(f"the DuckDB engine does not read live Kafka yet (endpoint {name})")
+        read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics)
+        protocol_view(con, f"protocol_{name}", f"raw_{name}", keys)
+        selects.append(f"SELECT {repr_sql(name)} AS endpoint, topic, partition, \"offset\", timestamp, "
+                       f"{', '.join(HEADERS)} FROM {_ident(f'protocol_{name}')}")
+        commits += [{"c_endpoint": name, "c_topic": t, "c_partition": p, "committed": o}
+                    for t, parts in input_committed_offsets(config, ep.input).items() for p, o in parts.items()]
+    if not selects:
+        selects.append("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in _PROTOCOL_SQL_TYPES.items())
+                       + " WHERE false")
+    con.execute("CREATE OR REPLACE VIEW protocol AS " + " UNION ALL ".join(selects))
+    con.register("commits", pa.Table.from_pylist(commits, schema=pa.schema([
+        ("c_endpoint", pa.string()), ("c_topic", pa.string()), ("c_partition", pa.int32()), ("committed", pa.int64())])))
+    sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb), Dialect.duckdb)
+    con.execute(f"CREATE OR REPLACE TABLE records AS {sql}")
+
+
+_PROTOCOL_SQL_TYPES = {"endpoint": "VARCHAR", "topic": "VARCHAR", "partition": "INTEGER", "offset": "BIGINT",
+                       "timestamp": "TIMESTAMP", **{h: "BLOB" for h in ("message_id", "token_id", "producer",
+                                                                         "sequence", "causation_id", "attempt_id",
+                                                                         "blobs")}}
+
+
+def rows_by_endpoint(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, list[dict]]:
+    """The rows of a check's SQL (one `endpoint` column), by endpoint, without that column."""
+    out: dict[str, list[dict]] = {}
+    for row in con.sql(sql).to_arrow_table().to_pylist():
+        out.setdefault(row.pop("endpoint"), []).append(row)
+    return out

@@ -1,0 +1,79 @@
+"""What Ibis has no one form for on both engines, written once per engine here and nowhere else.
+
+Each helper takes the dialect the expression is compiled for; the functions it names are the
+engine's own (Ibis "builtin" UDFs compile to a plain call of that name).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+import ibis
+import ibis.expr.datatypes as dt
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+
+
+class Dialect(str, enum.Enum):
+    duckdb = "duckdb"
+    spark = "pyspark"  # sqlglot's name for Spark SQL as Ibis writes it
+
+
+def compile_sql(expr: ir.Expr, dialect: Dialect) -> str:
+    """The SQL of `expr` for `dialect`; unbound tables become names the engine has as views."""
+    return str(ibis.to_sql(expr, dialect=dialect.value))
+
+
+@ibis.udf.scalar.builtin(name="try")
+def _duckdb_try(value: dt.string) -> dt.string:
+    """DuckDB: NULL where the expression fails (decode of invalid UTF-8)."""
+
+
+@ibis.udf.scalar.builtin(name="decode")
+def _duckdb_decode(value: dt.binary) -> dt.string:
+    """DuckDB: bytes as UTF-8 text; an error for invalid UTF-8."""
+
+
+@ibis.udf.scalar.builtin(name="is_valid_utf8")
+def _spark_is_valid_utf8(value: dt.binary) -> dt.boolean:
+    """Spark: whether the bytes are valid UTF-8."""
+
+
+def utf8_text(value: ir.BinaryValue, dialect: Dialect) -> ir.StringValue:
+    """Bytes as text when they are valid UTF-8, else NULL: the same on both engines (a DuckDB
+    string cannot hold invalid UTF-8; Spark's can, and would group and show it)."""
+    if dialect is Dialect.duckdb:
+        return _duckdb_try(_duckdb_decode(value))
+    return ibis.ifelse(_spark_is_valid_utf8(value), value.cast("string"), ibis.null("string"))
+
+
+def last_header(headers: ir.ArrayValue, key: str) -> ir.BinaryValue:
+    """The value of the last header named `key` (Kafka allows a key twice; its lastHeader takes the
+    last), else NULL. Not a map: DuckDB refuses a map with a repeated key. Not index -1: Ibis
+    compiles it to Spark's ELEMENT_AT(x, 0), which fails; an empty array is guarded for the same
+    reason (docs/engines.md)."""
+    values = headers.filter(lambda h: h.key == key).map(lambda h: h.value)
+    size = values.length()
+    return ibis.ifelse(size > 0, values[size - 1], ibis.null("binary"))
+
+
+#: eo-blobs: a JSON list of {uri, sha256} (DESIGN.md §2)
+BLOB_REFS = dt.Array(dt.Struct({"uri": dt.string, "sha256": dt.string}))
+
+
+@ibis.udf.scalar.builtin(name="from_json")
+def _spark_from_json(value: dt.string, schema: dt.string) -> BLOB_REFS:
+    """Spark: the JSON text parsed as `schema`, NULL when it is not of that shape."""
+
+
+def blob_refs(text: ir.StringValue, dialect: Dialect) -> ir.ArrayValue:
+    """eo-blobs text as a list of {uri, sha256}, NULL when it is not one."""
+    if dialect is Dialect.duckdb:
+        return text.try_cast("json").try_cast(BLOB_REFS)
+    return _spark_from_json(text, "array<struct<uri: string, sha256: string>>")
+
+
+def json_refs_valid(text: ir.StringValue, dialect: Dialect) -> ir.BooleanValue:
+    return blob_refs(text, dialect).notnull()
