@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.measure import run_measured  # noqa: E402
+from bench.measure import run_measured
 
 CODES = ("EO101", "EO102", "EO103", "EO105")
 
@@ -75,7 +75,7 @@ def main() -> int:
         print(f"generated {args.records} records in {time.monotonic() - t0:.1f}s", file=sys.stderr)
     truth = json.loads(truth_file.read_text())
     want = {code: truth["codes"][code]["count"] for code in CODES}
-    print(f"| records | engine | wall s | peak RSS MiB | counts match truth |\n|---:|---|---:|---:|---|")
+    print("| records | engine | wall s | peak RSS MiB | counts match truth |\n|---:|---|---:|---:|---|")
     for engine in ("duckdb", "spark"):
         wall, peak, code, out, err = run_measured(
             [sys.executable, __file__, "--job", engine, str(state / "eoctl.toml")], dict(os.environ), Path.cwd())

@@ -12,6 +12,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from eoctl.errors import SourceError
+from eoctl.sources.records import PROTOCOL_COLUMNS
 
 if TYPE_CHECKING:
     import duckdb
@@ -48,7 +49,7 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
 def archive_files(path: str, extension: str) -> list[str]:
     """The data files of an archive folder as Spark lists them: every file below `path` whose
     name does not start with `_` or `.` (Hadoop's hidden files: `_committed_offsets.json`,
-    `_SUCCESS`, `.crc`), with the format's extension or none. A path that is a file is itself."""
+    `_SUCCESS`, `.crc`). A path that is a file is itself; `extension` names the format in errors."""
     import fsspec
 
     fs, _, (root,) = fsspec.get_fs_token_paths(path)
@@ -148,10 +149,8 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     con.execute(f"CREATE OR REPLACE TABLE records AS {sql}")
 
 
-_PROTOCOL_SQL_TYPES = {"endpoint": "VARCHAR", "topic": "VARCHAR", "partition": "INTEGER", "offset": "BIGINT",
-                       "timestamp": "TIMESTAMP", **{h: "BLOB" for h in ("message_id", "token_id", "producer",
-                                                                         "sequence", "causation_id", "attempt_id",
-                                                                         "blobs")}}
+_PROTOCOL_SQL_TYPES = {"endpoint": "VARCHAR", **{c: RECORD_SQL_TYPES[c] for c in ("topic", "partition", "offset", "timestamp")},
+                       **{h: "BLOB" for h in PROTOCOL_COLUMNS}}
 
 
 def rows_by_endpoint(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, list[dict]]:

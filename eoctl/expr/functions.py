@@ -49,16 +49,6 @@ def utf8_text(value: ir.BinaryValue, dialect: Dialect) -> ir.StringValue:
     return ibis.ifelse(_spark_is_valid_utf8(value), value.cast("string"), ibis.null("string"))
 
 
-def last_header(headers: ir.ArrayValue, key: str) -> ir.BinaryValue:
-    """The value of the last header named `key` (Kafka allows a key twice; its lastHeader takes the
-    last), else NULL. Not a map: DuckDB refuses a map with a repeated key. Not index -1: Ibis
-    compiles it to Spark's ELEMENT_AT(x, 0), which fails; an empty array is guarded for the same
-    reason (docs/engines.md)."""
-    values = headers.filter(lambda h: h.key == key).map(lambda h: h.value)
-    size = values.length()
-    return ibis.ifelse(size > 0, values[size - 1], ibis.null("binary"))
-
-
 #: eo-blobs: a JSON list of {uri, sha256} (DESIGN.md §2)
 BLOB_REFS = dt.Array(dt.Struct({"uri": dt.string, "sha256": dt.string}))
 

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 import ibis
 
 from eoctl.expr.functions import Dialect, json_refs_valid, utf8_text
+from eoctl.sources.records import PROTOCOL_COLUMNS
 
 if TYPE_CHECKING:
     import ibis.expr.types as ir
 
-#: the protocol headers, in order (eoctl.sources.records.PROTOCOL_COLUMNS)
-HEADERS = ("message_id", "token_id", "producer", "sequence", "causation_id", "attempt_id", "blobs")
+#: the protocol headers, in order
+HEADERS = PROTOCOL_COLUMNS
 
 PROTOCOL_SCHEMA = ibis.schema({
     "endpoint": "string", "topic": "string", "partition": "int32", "offset": "int64", "timestamp": "timestamp",

@@ -8,7 +8,13 @@ import pyarrow as pa
 import pytest
 
 from eoctl.expr import Dialect, compile_sql
-from eoctl.expr.records import HEADERS, RECORD_COLUMNS, commits_table, protocol_table, working_copy
+from eoctl.expr.records import (
+    HEADERS,
+    RECORD_COLUMNS,
+    commits_table,
+    protocol_table,
+    working_copy,
+)
 
 T = dt.datetime(2026, 11, 1, 12, 0)
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.unit
 
 
 def test_readme_table_lists_every_code_with_its_severity_in_catalog_order() -> None:
-    rows = re.findall(r"^\| (EO\d{3}) \| (\w+) \|", (REPO / "README.md").read_text(), flags=re.M)
+    rows = re.findall(r"^\| (EO\d{3}) \| (\w+) \|", (REPO / "README.md").read_text(), flags=re.MULTILINE)
     assert rows == [(code, info.severity.label) for code, info in CATALOG.items()]
 
 

@@ -12,7 +12,11 @@ from hypothesis import strategies as st
 
 from eoctl.config.model import TopicInput
 from eoctl.errors import SourceError
-from eoctl.sources.archive import archive_committed_offsets, read_archive, undecodable_lines
+from eoctl.sources.archive import (
+    archive_committed_offsets,
+    read_archive,
+    undecodable_lines,
+)
 from eoctl.sources.records import record_schema
 
 pytestmark = pytest.mark.integration
