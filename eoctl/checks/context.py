@@ -141,9 +141,9 @@ class AuditContext:
             if plans and ep.input.archive:
                 df = df.where(incremental.archive_predicate(plans))
             if self.options.since is not None:
-                df = df.where(F.col("timestamp") >= F.lit(self.options.since.replace(tzinfo=None)))
+                df = df.where(F.col("timestamp") >= F.lit(_utc(self.options.since)))
             if self.options.until is not None:
-                df = df.where(F.col("timestamp") < F.lit(self.options.until.replace(tzinfo=None)))
+                df = df.where(F.col("timestamp") < F.lit(_utc(self.options.until)))
             frames.append(df.withColumn("endpoint", F.lit(name)))
         if not frames:
             return local_frame(self.spark, [], RECORD_DDL)
@@ -523,6 +523,11 @@ def with_problem(df: DataFrame) -> DataFrame:
         .when(F.col("blobs").isNotNull() & F.from_json("blobs", BLOB_REFS).isNull(),
               F.lit("eo-blobs is not a JSON list of {uri, sha256}")),
     )
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    """A time as the UTC wall time the session compares with (an offset given is honoured)."""
+    return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
 
 
 def processed_flag():

@@ -40,7 +40,8 @@ def applied_twice(ctx: AuditContext) -> Iterator[Hit]:
 
 
 def conflicting_values(ctx: AuditContext) -> Iterator[Hit]:
-    """EO502: one idempotency key with different values (value_columns; default all other columns).
+    """EO502: one idempotency key with different values (value_columns; default all other columns);
+    `values` lists up to five of them, as JSON, sorted.
 
     Keys are flagged by comparing 64-bit hashes of their values (cheap to aggregate; equal values
     hash equal); the distinct values are gathered exactly, for flagged keys only."""
@@ -57,7 +58,9 @@ def conflicting_values(ctx: AuditContext) -> Iterator[Hit]:
                 (F.min(digest) != F.max(digest)).alias("_hit")).where("_hit").drop("_hit"))
             g = rows.join(flagged, keys).groupBy(*keys).agg(
                 F.countDistinct(F.struct(*values)).alias("distinct_values"),
-                F.slice(F.collect_set(F.to_json(F.struct(*values))), 1, 5).alias("values"))
+                # sorted, null fields kept: the same five values on every run and engine
+                F.slice(F.sort_array(F.collect_set(F.to_json(F.struct(*values), {"ignoreNullFields": "false"}))),
+                        1, 5).alias("values"))
             return g.where("distinct_values > 1")
         keys = {k: F.col(k) for k in sink.key_columns}
         yield "EO502", name, sink.name, _findings(ctx, name, sink, "EO502", keys, compute)

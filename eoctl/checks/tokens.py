@@ -178,11 +178,16 @@ def _processed_copies(ctx: AuditContext, name: str):
 
 
 def leaked_tokens(ctx: AuditContext) -> Iterator[Hit]:
-    """EO203: the token of a processed record is still in the store (and no pending entry holds it)."""
+    """EO203: the token of a processed record is still in the store (and no pending entry holds
+    it). A token several processed records carry is reported once, with the first of them."""
+    from pyspark.sql.window import Window
+
+    first = Window.partitionBy("token_id").orderBy("topic", "partition", "offset")
     for name, tokens in _tokens(ctx):
         leaked = _token_join(ctx, name, tokens).where(F.col("kind") == "leaked").select(
             "token_id", "created_at", "attempt_id", "message_id", "topic", "partition", "offset",
-        ).dropDuplicates(["token_id"]).join(ctx.referenced_tokens, "token_id", "left_anti")
+        ).withColumn("_rank", F.row_number().over(first)).where("_rank = 1").drop("_rank").join(
+            ctx.referenced_tokens, "token_id", "left_anti")
         yield "EO203", name, ctx.config.endpoints[name].tokens.table, leaked
 
 

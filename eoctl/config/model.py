@@ -54,6 +54,12 @@ class Strict(BaseModel):
 
 
 class EngineConfig(Strict):
+    kind: Literal["spark", "duckdb"] = Field(
+        "spark", description="spark: the pipeline's engine, local or a cluster; duckdb: in process, one machine, "
+        "no JVM (docs/engines.md)")
+    memory_limit: str | None = Field(
+        None, description="DuckDB engine: memory it may use before spilling to disk (e.g. 2GB); default "
+        "DuckDB's, 80% of RAM")
     master: str = Field("local[*]", description="Spark master: local[*], spark://host:port, yarn, k8s://...")
     remote: str | None = Field(None, description="Spark Connect URL (sc://host:port); replaces master")
     app_name: str = "eoctl"

@@ -8,6 +8,7 @@ compiled to DuckDB's SQL (docs/engines.md).
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import TYPE_CHECKING
 
@@ -46,26 +47,33 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     return con
 
 
-def archive_files(path: str, extension: str) -> list[str]:
+def archive_files(path: str, extension: str, what: str = "topic archive") -> list[str]:
     """The data files of an archive folder as Spark lists them: every file below `path` whose
     name does not start with `_` or `.` (Hadoop's hidden files: `_committed_offsets.json`,
-    `_SUCCESS`, `.crc`). A path that is a file is itself; `extension` names the format in errors."""
+    `_SUCCESS`, `.crc`). A path that is a file is itself; `extension` names the format in errors,
+    `what` the dataset."""
     import fsspec
 
     fs, _, (root,) = fsspec.get_fs_token_paths(path)
     if not fs.exists(root):
-        raise SourceError(f"topic archive {path} does not exist")
+        raise SourceError(f"{what} {path} does not exist")
     if fs.isfile(root):
         return [path]
-    files = []
-    for name in sorted(fs.find(root)):
-        rel = name[len(root.rstrip("/")) + 1:]
-        if any(part.startswith(("_", ".")) for part in rel.split("/")):
-            continue
-        files.append(fs.unstrip_protocol(name) if "://" in path else name)
+    files = [fs.unstrip_protocol(name) if "://" in path else name for name, _info in visible_files(fs, root)]
     if not files:
-        raise SourceError(f"topic archive {path} holds no {extension} files")
+        raise SourceError(f"{what} {path} holds no {extension} files")
     return files
+
+
+def visible_files(fs, root: str) -> list[tuple[str, dict]]:
+    """(path, fsspec info) of every file below `root` that Spark's file sources list: none below
+    a name starting with `_` or `.` (Hadoop's hidden files and folders)."""
+    out = []
+    for name, info in sorted(fs.find(root, detail=True).items()):
+        rel = name[len(root.rstrip("/")) + 1:]
+        if not any(part.startswith(("_", ".")) for part in rel.split("/")):
+            out.append((name, info))
+    return out
 
 
 def read_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, fmt: str,
@@ -117,9 +125,11 @@ def protocol_view(con: duckdb.DuckDBPyConnection, view: str, records: str, names
     con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT *, {cols} FROM {_ident(records)}")
 
 
-def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[str] | None = None) -> None:
+def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[str] | None = None,
+                       options=None) -> None:
     """The audit's working copy of every audited input, as table `records` (eoctl.expr.records):
-    read once, kept in the run's database (spilling to disk past `memory_limit`)."""
+    read once, kept in the run's database (spilling to disk past `memory_limit`). `options`
+    (AuditOptions): only its ranges, and records at or after `since` and before `until`."""
     import pyarrow as pa
 
     from eoctl.expr import Dialect, compile_sql
@@ -132,21 +142,49 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
         if ep.input is None or (endpoints and name not in endpoints):
             continue
         if not ep.input.archive:
-            raise SourceError(f"the DuckDB engine does not read live Kafka yet (endpoint {name})")
+            raise SourceError(f"the DuckDB engine does not read live Kafka yet (endpoint {name})",
+                              hint="use the Spark engine (--engine spark) for live topics")
         read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics)
         protocol_view(con, f"protocol_{name}", f"raw_{name}", keys)
         selects.append(f"SELECT {repr_sql(name)} AS endpoint, topic, partition, \"offset\", timestamp, "
-                       f"{', '.join(HEADERS)} FROM {_ident(f'protocol_{name}')}")
+                       f"{', '.join(HEADERS)} FROM {_ident(f'protocol_{name}')}{_record_filter(options)}")
         commits += [{"c_endpoint": name, "c_topic": t, "c_partition": p, "committed": o}
                     for t, parts in input_committed_offsets(config, ep.input).items() for p, o in parts.items()]
     if not selects:
         selects.append("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in _PROTOCOL_SQL_TYPES.items())
                        + " WHERE false")
     con.execute("CREATE OR REPLACE VIEW protocol AS " + " UNION ALL ".join(selects))
-    con.register("commits", pa.Table.from_pylist(commits, schema=pa.schema([
+    con.register("commits_arrow", pa.Table.from_pylist(commits, schema=pa.schema([
         ("c_endpoint", pa.string()), ("c_topic", pa.string()), ("c_partition", pa.int32()), ("committed", pa.int64())])))
+    con.execute("CREATE OR REPLACE TABLE commits AS SELECT * FROM commits_arrow")
+    con.unregister("commits_arrow")
     sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb), Dialect.duckdb)
     con.execute(f"CREATE OR REPLACE TABLE records AS {sql}")
+    # an archive's log start is the first offset it holds (of every record, usable or not)
+    con.execute('CREATE OR REPLACE TABLE log_starts AS SELECT endpoint AS ep, topic, partition, '
+                'min("offset") AS log_start FROM records GROUP BY ALL')
+
+
+def _record_filter(options) -> str:
+    """The WHERE clause of --range, --since and --until (the Spark reader's predicates)."""
+    if options is None:
+        return ""
+    conds = []
+    if options.ranges:
+        one = []
+        for r in options.ranges:
+            c = f"(topic = {repr_sql(r.topic)} AND partition = {int(r.partition)}"
+            if r.start >= 0:
+                c += f' AND "offset" >= {int(r.start)}'
+            if r.end >= 0:
+                c += f' AND "offset" < {int(r.end)}'
+            one.append(c + ")")
+        conds.append("(" + " OR ".join(one) + ")")
+    for bound, op in ((options.since, ">="), (options.until, "<")):
+        if bound is not None:
+            utc = bound.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            conds.append(f"timestamp {op} TIMESTAMP '{utc.isoformat(sep=' ')}'")
+    return " WHERE " + " AND ".join(conds) if conds else ""
 
 
 _PROTOCOL_SQL_TYPES = {"endpoint": "VARCHAR", **{c: RECORD_SQL_TYPES[c] for c in ("topic", "partition", "offset", "timestamp")},

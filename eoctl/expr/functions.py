@@ -67,3 +67,51 @@ def blob_refs(text: ir.StringValue, dialect: Dialect) -> ir.ArrayValue:
 
 def json_refs_valid(text: ir.StringValue, dialect: Dialect) -> ir.BooleanValue:
     return blob_refs(text, dialect).notnull()
+
+
+#: eo_outbox.outgoing: the messages an entry holds to send (DESIGN.md §2)
+OUTGOING = dt.Array(dt.Struct({"message_id": dt.string, "token_id": dt.string, "topic": dt.string, "key": dt.string,
+                               "headers": dt.Map(dt.string, dt.string)}))
+
+
+@ibis.udf.scalar.builtin(name="from_json")
+def _spark_outgoing(value: dt.string, schema: dt.string) -> OUTGOING:
+    """Spark: the JSON text parsed as `schema`, NULL when it is not of that shape."""
+
+
+def outgoing_messages(text: ir.StringValue, dialect: Dialect) -> ir.ArrayValue:
+    """An outbox entry's `outgoing` text as a list of messages, NULL when it is not one."""
+    if dialect is Dialect.duckdb:
+        return text.try_cast("json").try_cast(OUTGOING)
+    return _spark_outgoing(
+        text, "array<struct<message_id: string, token_id: string, topic: string, key: string, "
+              "headers: map<string, string>>>")
+
+
+@ibis.udf.scalar.builtin(name="map")
+def _spark_map(k: dt.string, v: dt.string) -> dt.Map(dt.string, dt.string):
+    """Spark: a map literal, as to_json's options must be given."""
+
+
+def to_json(value: ir.StructValue, dialect: Dialect) -> ir.StringValue:
+    """A struct as JSON text, null fields kept, the same on both engines for text, integers,
+    booleans and nulls (times and floats are written in each engine's own format)."""
+    if dialect is Dialect.duckdb:
+        return ibis.udf.scalar.builtin(_one, name="to_json", signature=((value.type(),), dt.string))(value)
+    spark_to_json = ibis.udf.scalar.builtin(
+        _two, name="to_json", signature=((value.type(), dt.Map(dt.string, dt.string)), dt.string))
+    return spark_to_json(value, _spark_map("ignoreNullFields", "false"))
+
+
+def first_n(values: ir.ArrayValue, n: int, dialect: Dialect) -> ir.ArrayValue:
+    """The first `n` elements (Ibis's generic slice is written out at length for Spark)."""
+    name = "list_slice" if dialect is Dialect.duckdb else "slice"
+    fn = ibis.udf.scalar.builtin(_three, name=name, signature=((values.type(), dt.int32, dt.int32), values.type()))
+    return fn(values, 1, n)
+
+
+# The bodies of builtin functions whose signature is given at the call (a struct's fields): only
+# the number of arguments counts.
+def _one(a): ...
+def _two(a, b): ...
+def _three(a, b, c): ...

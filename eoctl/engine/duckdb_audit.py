@@ -1,0 +1,261 @@
+"""The audit on the DuckDB engine: the inputs of eoctl.expr.inputs as views of the run's database,
+then every selected check of eoctl.expr.catalog compiled to DuckDB's SQL, counted and sampled.
+
+Store tables are read through the same Parquet snapshots the Spark engine reads (a DuckDB store
+is held for one short read-only statement), sinks through DuckDB's readers (ORC through Arrow),
+blob prefixes through fsspec.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eoctl.engine.duckdb import _ident, archive_files, build_working_copy, connect, repr_sql, visible_files
+from eoctl.errors import SourceError
+from eoctl.secrets import mask_text, redact
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from eoctl.checks.context import AuditOptions
+    from eoctl.config.model import Config, SinkConfig
+    from eoctl.expr.inputs import Scope
+    from eoctl.report.findings import AuditReport
+
+
+def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict[str, Any],
+              step: Callable[[str], None]) -> AuditReport:
+    """The findings of `codes` over a full scan of every audited input (no --since-last yet)."""
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.catalog import CHECKS
+    from eoctl.expr.records import records_table
+    from eoctl.report.findings import CATALOG, AuditReport, Finding
+    from eoctl.stores.layout import StoreLayout
+
+    report = AuditReport(run=run)
+    con = connect(config.engine.memory_limit)
+    try:
+        scope = _scope(config, options)
+        step("reading the records of every input")
+        build_working_copy(con, config, list(scope.endpoints), options)
+        report.scanned["records"] = con.execute("SELECT count(*) FROM records").fetchall()[0][0]
+        report.run["scan"] = {"mode": "full", "new_records": report.scanned["records"], "indexed_records": 0}
+        layout = StoreLayout(config)
+        report.notes = layout.notes(list(scope.endpoints))
+        step("reading the store tables")
+        scope.tables = load_store_tables(con, layout, list(scope.endpoints))
+        for name, ep in scope.endpoints.items():
+            for sink in ep.sinks:
+                scope.sink_schemas[(name, sink.name)] = read_sink(con, config, sink, scope.sink_view(name, sink))
+        hashed = bool({"EO403"} & set(codes))
+        for name, ep in scope.endpoints.items():
+            if ep.blobs and any(c.startswith("EO4") for c in codes):
+                step(f"listing the blobs of {name}")
+                list_blobs(con, ep.blobs, scope.blob_view(name), hashed)
+        records = records_table()
+        for code in codes:
+            step(f"{code}: {CATALOG[code].title}")
+            for hit in CHECKS[code](scope, records, Dialect.duckdb):
+                sql = compile_sql(hit.evidence, Dialect.duckdb)
+                count, rows, path = materialize(con, sql, options.evidence_rows, options.evidence_dir,
+                                                f"{run['id']}-{code}-{hit.endpoint}")
+                if count:
+                    report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
+    finally:
+        con.close()
+    return report
+
+
+def _scope(config: Config, options: AuditOptions) -> Scope:
+    from eoctl.expr.inputs import Scope
+
+    scope = Scope(config, options)
+    for name, ep in scope.endpoints.items():
+        if ep.input is not None and ep.input.archive and ep.input.archive_format != "parquet":
+            raise SourceError(f"the DuckDB engine reads Parquet topic archives; endpoint {name}'s "
+                              f"{ep.input.archive} is {ep.input.archive_format}",
+                              hint="use the Spark engine (--engine spark) for JSON archives")
+    return scope
+
+
+# ---------------------------------------------------------------------------------- stores
+
+
+def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[str]) -> set[tuple[str, str]]:
+    """Views `tokens`, `outbox`, `intents` (eoctl.expr.inputs.STORE_SCHEMAS, plus `ep`): each
+    audited endpoint's rows of its table, read once; the (endpoint, kind) pairs that exist."""
+    from eoctl.expr.inputs import STORE_SCHEMAS
+    from eoctl.stores.layout import KINDS
+
+    present: set[tuple[str, str]] = set()
+    for kind in KINDS:
+        types = {"ep": "VARCHAR", **{c: _SQL_TYPES[t] for c, t in STORE_SCHEMAS[kind].items()}}
+        selects = []
+        for name in endpoints:
+            t = layout.table(name, kind)
+            if t is None:
+                continue
+            present.add((name, kind))
+            source = f"read_parquet({repr_sql(_snapshot(t.store, t.table))})"
+            cols = [f"CAST({repr_sql(name)} AS VARCHAR) AS ep"]
+            for canonical, sql_type in list(types.items())[1:]:
+                value = (repr_sql(t.owner) if canonical == t.owner_canonical and t.owner_column is None
+                         else _ident(t.col(canonical)))
+                cols.append(f"CAST({value} AS {sql_type}) AS {_ident(canonical)}")
+            where = f" WHERE {_ident(t.owner_column)} = {repr_sql(t.owner)}" if t.owner_column else ""
+            selects.append(f"SELECT {', '.join(cols)} FROM {source}{where}")
+        if not selects:
+            selects = ["SELECT " + ", ".join(f"CAST(NULL AS {v}) AS {_ident(c)}" for c, v in types.items())
+                       + " WHERE false"]
+        try:
+            con.execute(f"CREATE OR REPLACE TABLE {kind} AS " + " UNION ALL ".join(selects))
+        except Exception as exc:  # duckdb.Error: a column of the wrong type
+            raise SourceError(f"the {kind} tables cannot be read: {str(exc).splitlines()[0][:300]}") from None
+    return present
+
+
+_SQL_TYPES = {"string": "VARCHAR", "timestamp": "TIMESTAMP", "int64": "BIGINT", "int32": "INTEGER"}
+
+
+def _snapshot(store, table: str) -> str:
+    """A Parquet copy of a store table, made once per run (eoctl.sources.tables)."""
+    from eoctl.config.model import DuckDBStore
+    from eoctl.sources.tables import duckdb_snapshot
+
+    if isinstance(store, DuckDBStore):
+        return duckdb_snapshot(store, table)
+    raise SourceError(f"the DuckDB engine does not read PostgreSQL stores yet (table {table})",
+                      hint="use the Spark engine (--engine spark) for PostgreSQL stores")
+
+
+# ----------------------------------------------------------------------------------- sinks
+
+
+def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, view: str):
+    """Make `view` the sink's rows; its Ibis schema."""
+    import ibis
+    from ibis.backends.sql.datatypes import DuckDBType
+
+    from eoctl.sources.tables import store_named
+
+    if sink.path is None:
+        assert sink.store is not None and sink.table is not None
+        source = f"read_parquet({repr_sql(_snapshot(store_named(config, sink.store), sink.table))})"
+    elif sink.format == "orc":
+        import pyarrow.dataset as ds
+
+        files = archive_files(sink.path, "orc", what="sink")
+        con.register(f"{view}_arrow", ds.dataset(files, format="orc"))  # scanned lazily, batch by batch
+        source = _ident(f"{view}_arrow")
+    else:
+        files = ", ".join(repr_sql(f) for f in archive_files(sink.path, sink.format or "", what="sink"))
+        readers = {"parquet": "read_parquet([{}])", "csv": "read_csv([{}], header = true)",
+                   "json": "read_json([{}], format = 'newline_delimited')"}
+        if sink.format not in readers:
+            raise SourceError(f"sink {sink.name}: the DuckDB engine does not read {sink.format} files")
+        source = readers[sink.format].format(files)
+    try:
+        con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT * FROM {source}")
+        described = con.execute(f"DESCRIBE {_ident(view)}").fetchall()
+    except Exception as exc:  # duckdb.Error: unreadable files
+        raise SourceError(f"sink {sink.name} cannot be read: {str(exc).splitlines()[0][:300]}") from None
+    columns = {row[0]: DuckDBType.from_string(row[1]) for row in described}
+    for needed in [sink.message_id_column, *sink.key_columns, *(sink.value_columns or [])]:
+        if needed not in columns:
+            raise SourceError(f"sink {sink.name} has no column {needed!r}",
+                              hint=f"columns: {', '.join(columns)}")
+    return ibis.schema(columns)
+
+
+# ----------------------------------------------------------------------------------- blobs
+
+
+def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: bool) -> None:
+    """Make `view` the listing of a blob prefix (eoctl.expr.inputs.BLOB_LISTING_SCHEMA): names
+    relative to the prefix, size, last modification (to the millisecond, as Hadoop gives it) and,
+    when asked, the sha256 of the content. A blob gone between listing and reading is gone."""
+    import hashlib
+
+    import fsspec
+    import pyarrow as pa
+
+    from eoctl.checks.blobs import prefix_path
+
+    try:
+        fs, root = fsspec.core.url_to_fs(uri)
+        listed = visible_files(fs, root) if fs.exists(root) else []
+    except (OSError, ValueError) as exc:
+        raise SourceError(f"blob prefix {uri} cannot be listed: {exc}") from None
+    prefix = prefix_path(uri)
+    rows = []
+    for path, info in listed:
+        at = path.find(prefix)
+        name = path[at + len(prefix):] if at >= 0 else path
+        try:
+            modified = fs.modified(path).astimezone(dt.timezone.utc).replace(tzinfo=None)
+            digest = None
+            if with_hash:
+                h = hashlib.sha256()
+                with fs.open(path, "rb") as fh:
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(chunk)
+                digest = h.hexdigest()
+        except FileNotFoundError:
+            continue
+        rows.append({"name": name, "size": int(info["size"]),
+                     "modified": modified.replace(microsecond=modified.microsecond // 1000 * 1000),
+                     "actual_sha256": digest})
+    table = pa.Table.from_pylist(rows, schema=pa.schema([
+        ("name", pa.string()), ("size", pa.int64()), ("modified", pa.timestamp("us")), ("actual_sha256", pa.string())]))
+    con.register(f"{view}_arrow", table)
+    con.execute(f"CREATE OR REPLACE TABLE {_ident(view)} AS SELECT * FROM {_ident(view + '_arrow')}")
+    con.unregister(f"{view}_arrow")
+
+
+# -------------------------------------------------------------------------------- evidence
+
+
+def materialize(con: duckdb.DuckDBPyConnection, sql: str, rows_kept: int, evidence_dir: Path | None, stem: str,
+                ) -> tuple[int, list[dict[str, Any]], str | None]:
+    """Count a finding's evidence and bring back at most `rows_kept` of it; the rest of a large
+    evidence set is written as Parquet beside the report (secrets masked), never fetched whole.
+    The evidence is computed once, into a temporary table of the run's database."""
+    from eoctl.engine.evidence import jsonable
+
+    con.execute(f"CREATE OR REPLACE TEMP TABLE evidence AS {sql}")
+    try:
+        count = con.execute("SELECT count(*) FROM evidence").fetchall()[0][0]
+        if not count:
+            return 0, [], None
+        sample = con.sql(f"SELECT * FROM evidence LIMIT {int(rows_kept)}").to_arrow_table().to_pylist()
+        rows = [redact(jsonable(r)) for r in sample]
+        path = None
+        if count > rows_kept and evidence_dir is not None:
+            path = str(evidence_dir / f"{stem}.parquet")
+            _write_masked(con, path)
+        return count, rows, path
+    finally:
+        con.execute("DROP TABLE IF EXISTS evidence")
+
+
+def _write_masked(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    """The evidence table as one Parquet file, batch by batch, its text masked by eoctl.secrets's
+    rule (Python's regular expressions: DuckDB's RE2 has no look-behind). Written beside, then
+    renamed: never half a file."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    reader = con.execute("SELECT * FROM evidence").to_arrow_reader(batch_size=65_536)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = f"{path}.partial"
+    with pq.ParquetWriter(tmp, reader.schema) as writer:
+        for batch in reader:
+            cols = [pa.array([mask_text(v) if v is not None else None for v in col.to_pylist()], pa.string())
+                    if pa.types.is_string(col.type) else col for col in batch.columns]
+            writer.write_batch(pa.RecordBatch.from_arrays(cols, schema=reader.schema))
+    os.replace(tmp, path)

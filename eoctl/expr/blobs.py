@@ -1,0 +1,74 @@
+"""Blob checks (EO401-EO403), written once: a blob prefix's listing against what records publish.
+
+`eo-blobs` uris are names relative to the producing endpoint's blob prefix (or absolute URIs
+under it). The listing (name relative to the prefix, size, modified, actual_sha256) is the
+engine's: Spark's binaryFile source, or fsspec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from eoctl.expr.functions import Dialect, blob_refs
+from eoctl.expr.inputs import Hit, Scope
+from eoctl.expr.outbox import pending_outgoing
+from eoctl.expr.tokens import _registered
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+
+
+def relative_name(uri: ir.StringValue, prefix: str) -> ir.StringValue:
+    """A blob reference as a name relative to the prefix (absolute URIs under it are shortened)."""
+    at = uri.find(prefix)
+    return (at >= 0).ifelse(uri.substr(at + len(prefix)), uri)
+
+
+def _references(scope: Scope, records: ir.Table, name: str, dialect: Dialect) -> ir.Table:
+    """Blob references in records sent by this endpoint: name, expected sha256, the record."""
+    from eoctl.checks.blobs import prefix_path
+
+    prefix = prefix_path(scope.endpoints[name].blobs or "")
+    r = records.filter(records.problem.isnull() & (records.producer == name) & records.blobs.notnull())
+    refs = r.select("topic", "partition", "offset", "message_id", b=blob_refs(r.blobs, dialect).unnest())
+    return refs.select("topic", "partition", "offset", "message_id", name=relative_name(refs.b.uri, prefix),
+                       expected_sha256=refs.b.sha256)
+
+
+def _with_blobs(scope: Scope) -> Iterator[str]:
+    return (n for n, ep in scope.endpoints.items() if ep.blobs)
+
+
+def orphan_blobs(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
+    """EO401: a prepared blob no record and no pending entry publishes, older than the grace
+    period (gc candidate). Young blobs may belong to an attempt still running."""
+    registered = _registered(scope, "blob", "name")
+    pending = pending_outgoing(scope, dialect)
+    for name in _with_blobs(scope):
+        listing = scope.blobs(name)
+        published = _references(scope, records, name, dialect).select("name")
+        mine = pending.filter(pending.sender == name)
+        held = mine.select(name=mine.blob_refs.unnest().uri)
+        orphans = listing.filter(listing.modified < scope.ago(scope.options.grace)).select(
+            "name", "size", "modified").anti_join(published, "name").anti_join(held, "name")
+        if registered is not None:
+            orphans = orphans.left_join(registered, "name").drop("name_right")
+        yield Hit("EO401", name, scope.endpoints[name].blobs, orphans)
+
+
+def dangling_references(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
+    """EO402: a record publishes a blob the prefix does not have: its data is lost."""
+    for name in _with_blobs(scope):
+        names = scope.blobs(name).select("name")
+        yield Hit("EO402", name, scope.endpoints[name].blobs,
+                  _references(scope, records, name, dialect).anti_join(names, "name"))
+
+
+def hash_mismatches(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
+    """EO403: the blob's content is not what its message's sha256 says (overwritten or changed)."""
+    for name in _with_blobs(scope):
+        listing = scope.blobs(name)
+        refs = _references(scope, records, name, dialect)
+        j = refs.join(listing.select("name", "actual_sha256"), "name")
+        yield Hit("EO403", name, scope.endpoints[name].blobs, j.filter(j.expected_sha256.lower() != j.actual_sha256))

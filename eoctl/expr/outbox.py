@@ -1,0 +1,93 @@
+"""Outbox checks (EO301, EO302) and what other checks read of pending entries, written once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import ibis
+
+from eoctl.expr.functions import Dialect, blob_refs, outgoing_messages
+from eoctl.expr.inputs import Hit, Scope, store_table
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+
+
+def pending_outgoing(scope: Scope, dialect: Dialect) -> ir.Table:
+    """Every outgoing message of every pending outbox entry: what will still be sent. Columns:
+    sender (eoctl's endpoint), incoming_message_id, entry_attempt_id, message_id, token_id, topic,
+    producer, seq, blob_refs."""
+    headers = scope.config.protocol.headers
+    outbox = store_table("outbox")
+    m = outbox.select(
+        sender=outbox.ep, incoming_message_id=outbox.incoming_message_id, entry_attempt_id=outbox.attempt_id,
+        m=outgoing_messages(outbox.outgoing, dialect).unnest())
+    m = m.filter(m.m.notnull())
+    return m.select(
+        "sender", "incoming_message_id", "entry_attempt_id",
+        message_id=m.m.message_id, token_id=m.m.token_id, topic=m.m.topic,
+        producer=m.m.headers.get(headers.producer),
+        seq=m.m.headers.get(headers.sequence).try_cast("int64"),
+        blob_refs=blob_refs(m.m.headers.get(headers.blobs), dialect))
+
+
+def referenced_tokens(scope: Scope, dialect: Dialect) -> ir.Table:
+    """Token ids that pending entries hold: their incoming token and their outgoing tokens."""
+    outbox = store_table("outbox")
+    ids = pending_outgoing(scope, dialect).select("token_id").union(
+        outbox.select(token_id=outbox.incoming_token_id))
+    return ids.filter(ids.token_id.notnull()).distinct()
+
+
+def stuck_entries(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
+    """EO301: pending longer than --stuck-after: its messages never left (replay candidate).
+    Fresh pending entries are work in progress, not findings."""
+    outbox = store_table("outbox")
+    now = scope.options.now.timestamp()
+    for name in scope.endpoints:
+        if not scope.has(name, "outbox"):
+            continue
+        o = outbox.filter((outbox.ep == name) & (outbox.created_at < scope.ago(scope.options.stuck_after)))
+        messages = outgoing_messages(o.outgoing, dialect)
+        stuck = o.select(
+            "endpoint", "incoming_message_id", "incoming_token_id", "attempt_id",
+            outgoing_messages=messages.length(),
+            # the messages it holds back: what an operator traces, and what names it in a trace
+            message_ids=messages.map(lambda m: m.message_id),
+            tokens_committed=o.tokens_committed_at.notnull(), created_at=o.created_at,
+            age_seconds=(ibis.literal(now) - o.created_at.epoch_seconds()).floor().cast("int64"))
+        yield Hit("EO301", name, scope.config.endpoints[name].outbox.table, stuck)
+
+
+def ghost_messages(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
+    """EO302: one incoming message (causation) made a producer send under two attempts. Only one
+    attempt committed: the one a pending entry names, else the last to send; the others are ghosts."""
+    key = ["endpoint", "topic", "producer", "causation_id"]
+    r = records.filter(records.problem.isnull() & records.producer.notnull() & records.causation_id.notnull()
+                       & records.attempt_id.notnull())
+    attempt = [*key, "attempt_id"]
+    sent = r.group_by(attempt).aggregate(
+        first_sent=r.timestamp.min(), message_ids=r.message_id.collect(distinct=True).sort())
+    # each attempt's first position (partition, then offset): it orders attempts sent at one instant
+    ordered = r.mutate(_rank=ibis.row_number().over(group_by=attempt, order_by=[r.partition, r.offset]))
+    first = ordered.filter(ordered._rank == 0).select(*attempt, p=ordered.partition, o=ordered.offset)
+    attempts = sent.join(first, attempt)
+    counted = attempts.mutate(attempts=ibis._.count().over(group_by=key))
+    counted = counted.filter(counted.attempts > 1)
+    pending = pending_outgoing(scope, dialect)
+    entries = pending.select(producer=pending.sender, causation_id=pending.incoming_message_id,
+                             pending_attempt=pending.entry_attempt_id).distinct()
+    joined = counted.left_join(entries, ["producer", "causation_id"]).select(
+        *key, "attempt_id", "first_sent", "p", "o", "message_ids", "pending_attempt")
+    last = joined.mutate(_last=ibis.row_number().over(
+        group_by=key, order_by=[joined.first_sent.desc(), joined.p.desc(), joined.o.desc()]))
+    ranked = last.mutate(committed_attempt=ibis.coalesce(
+        last.pending_attempt,
+        ibis.ifelse(last._last == 0, last.attempt_id, ibis.null("string")).max().over(group_by=key)))
+    ghosts = ranked.filter(ranked.attempt_id != ranked.committed_attempt).select(
+        *key, ghost_attempt=ranked.attempt_id, message_ids=ranked.message_ids,
+        committed_attempt=ranked.committed_attempt, first_sent=ranked.first_sent)
+    for name, ep in scope.endpoints.items():
+        if ep.input is not None:
+            yield Hit("EO302", name, scope.topics(name), ghosts.filter(ghosts.endpoint == name).drop("endpoint"))
