@@ -59,14 +59,7 @@ def run_audit(
     index_path = incremental.partial_path(config, run_id) if keep else None
     ctx = AuditContext(spark, config, options, base, index_path)
     checks = all_checks()
-    report = AuditReport(run={
-        "id": run_id,
-        "started_at": options.now.isoformat(),
-        "endpoints": list(ctx.endpoints),
-        "codes": codes,
-        "grace_seconds": int(options.grace.total_seconds()),
-        "stuck_after_seconds": int(options.stuck_after.total_seconds()),
-    })
+    report = AuditReport(run=_run(run_id, "spark", options, list(ctx.endpoints), codes))
     try:
         step("reading the records of every input")
         report.scanned["records"] = ctx.record_count()  # the one scan of the source all checks share
@@ -93,6 +86,34 @@ def run_audit(
         ctx.release()
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     return report
+
+
+def run_audit_duckdb(config: Config, options: AuditOptions, codes: list[str],
+                     progress: Callable[[str], None] | None = None) -> AuditReport:
+    """The same audit on the DuckDB engine (eoctl.engine.duckdb_audit): in process, no JVM."""
+    from eoctl.engine.duckdb_audit import run_audit as run_on_duckdb
+
+    if options.since_last:
+        raise UsageError("--since-last runs on the Spark engine only, for now",
+                         hint="use --engine spark, or drop --since-last for a full scan on DuckDB")
+    endpoints = options.endpoints or list(config.endpoints)
+    report = run_on_duckdb(config, options, codes, _run(uuid.uuid4().hex[:12], "duckdb", options, endpoints, codes),
+                           progress or (lambda _m: None))
+    report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
+    return report
+
+
+def _run(run_id: str, engine: str, options: AuditOptions, endpoints: list[str], codes: list[str],
+         ) -> dict[str, object]:
+    return {
+        "id": run_id,
+        "engine": engine,
+        "started_at": options.now.isoformat(),
+        "endpoints": endpoints,
+        "codes": codes,
+        "grace_seconds": int(options.grace.total_seconds()),
+        "stuck_after_seconds": int(options.stuck_after.total_seconds()),
+    }
 
 
 def _scan_summary(ctx: AuditContext, options: AuditOptions, total: int, stats: list) -> dict[str, object]:

@@ -53,7 +53,7 @@ def audit(
     finding of the catalog with its evidence; exit 1 when one is at or above --fail-on.
 
     Example: eoctl --format json audit --since-last --fail-on critical"""
-    from eoctl.audit import run_audit, select_codes
+    from eoctl.audit import run_audit, run_audit_duckdb, select_codes
     from eoctl.checks.context import AuditOptions
     from eoctl.cli.sources_cmd import parse_range
     from eoctl.report.findings import Severity
@@ -81,19 +81,31 @@ def audit(
     )
     audited = [config.endpoint(n) for n in endpoint or config.endpoints]
     check_ranges([ep.input for ep in audited if ep.input], options.ranges)  # before Spark starts
+    on_duckdb = config.engine.kind == "duckdb"
     with progress(app.output is OutputFormat.text) as step:
-        step("starting Spark")
-        spark = app.spark()
-        report = run_audit(spark, config, options, codes, step)
+        if on_duckdb:
+            from eoctl.config import paths
+
+            paths.require_paths(config)  # a missing file is one line, as on Spark
+            report = run_audit_duckdb(config, options, codes, step)
+        else:
+            step("starting Spark")
+            spark = app.spark()
+            report = run_audit(spark, config, options, codes, step)
     reason = report.run.get("scan", {}).get("reason")
     if reason:
         stderr.print(f"eoctl: {reason}")
 
     if record:
-        from eoctl.incremental import record as record_run
-
         try:
-            record_run(spark, config, report)
+            if on_duckdb:  # no record index on DuckDB yet: the history is all there is to write
+                from eoctl.history import record as record_history
+
+                record_history(config, report)
+            else:
+                from eoctl.incremental import record as record_run
+
+                record_run(spark, config, report)
         except EoctlError as exc:  # the audit itself succeeded: say so, and why it was not recorded
             stderr.print(f"eoctl: warning: the run was not recorded in the findings history: {exc.one_line()}")
     if app.output is OutputFormat.json:

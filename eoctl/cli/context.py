@@ -13,6 +13,11 @@ if TYPE_CHECKING:
     from eoctl.config.model import Config
 
 
+class EngineKind(str, Enum):
+    spark = "spark"
+    duckdb = "duckdb"
+
+
 class OutputFormat(str, Enum):
     text = "text"
     json = "json"
@@ -26,6 +31,7 @@ class AppContext:
     debug: bool = False
     master: str | None = None
     remote: str | None = None
+    engine: str | None = None  # --engine
     _config: Config | None = field(default=None, repr=False)
     _spark: Any = field(default=None, repr=False)
 
@@ -38,7 +44,8 @@ class AppContext:
         if self._config is None:
             from eoctl.config import load_config
 
-            self._config = load_config(self.config_path, overrides={"master": self.master, "remote": self.remote})
+            self._config = load_config(self.config_path, overrides={
+                "kind": self.engine, "master": self.master, "remote": self.remote})
         return self._config
 
     def spark(self, require_paths: bool = True) -> SparkSession:

@@ -9,8 +9,18 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl import __version__
-from eoctl.cli import audit_cmd, config_cmd, doctor_cmd, findings_cmd, gc_cmd, jars_cmd, replay_cmd, sources_cmd, trace_cmd
-from eoctl.cli.context import AppContext, OutputFormat
+from eoctl.cli import (
+    audit_cmd,
+    config_cmd,
+    doctor_cmd,
+    findings_cmd,
+    gc_cmd,
+    jars_cmd,
+    replay_cmd,
+    sources_cmd,
+    trace_cmd,
+)
+from eoctl.cli.context import AppContext, EngineKind, OutputFormat
 from eoctl.errors import EoctlError, ExitCode, Interrupted
 from eoctl.secrets import mask_text
 
@@ -64,6 +74,11 @@ def global_options(
         OutputFormat, typer.Option("--format", "-f", help="text for people (stderr), json for scripts (stdout), markdown (audit, stdout)")
     ] = OutputFormat.text,
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks and Spark's own logs")] = False,
+    engine: Annotated[
+        Optional[EngineKind], typer.Option("--engine", help="duckdb: one machine, in process; spark: the pipeline's "
+                                           "engine, local or a cluster (env EOCTL_ENGINE; default spark)",
+                                           show_default=False)
+    ] = None,
     master: Annotated[
         Optional[str], typer.Option("--master", help="Spark master, e.g. spark://host:7077 (env EOCTL_MASTER)")
     ] = None,
@@ -82,7 +97,8 @@ def global_options(
     remove_stale()  # what killed runs left (eoctl.scratch): every command, it costs a listing
     if master and remote:
         raise typer.BadParameter("use --master or --remote, not both", param_hint="--remote")
-    ctx.obj = AppContext(resolve_config_path(config), output, debug, master, remote)
+    ctx.obj = AppContext(resolve_config_path(config), output, debug, master, remote,
+                         engine.value if engine else None)
     # closed by main(), after an error is described: Spark's error messages live in its JVM
     _contexts.append(ctx.obj)
 

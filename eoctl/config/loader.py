@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import SecretStr, ValidationError
 
 from eoctl.config.model import Config
-from eoctl.errors import ConfigError
+from eoctl.errors import ConfigError, UsageError
 from eoctl.secrets import MASK, is_secret_name, mask_text
 
 if sys.version_info >= (3, 11):
@@ -28,7 +28,8 @@ DEFAULT_CONFIG = Path("eoctl.toml")
 CONFIG_ENV = "EOCTL_CONFIG"
 
 #: environment variables that override engine settings (flags override these in turn)
-ENGINE_ENV = {"master": "EOCTL_MASTER", "remote": "EOCTL_REMOTE", "jars_dir": "EOCTL_JARS_DIR"}
+ENGINE_ENV = {"kind": "EOCTL_ENGINE", "master": "EOCTL_MASTER", "remote": "EOCTL_REMOTE",
+              "jars_dir": "EOCTL_JARS_DIR"}
 
 # ${NAME} or ${NAME:-default}; $${ is a literal "${".
 _INTERPOLATION = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -115,7 +116,7 @@ def load_config(
     overrides: Mapping[str, str | None] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Config:
-    """Read and validate `path`; `overrides` are engine flags (master, remote, jars_dir)."""
+    """Read and validate `path`; `overrides` are engine flags (kind, master, remote, jars_dir)."""
     environ = os.environ if environ is None else environ
     try:
         text = path.read_text(encoding="utf-8")
@@ -136,11 +137,19 @@ def load_config(
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc.message}") from None
 
-    for key, env_name in ENGINE_ENV.items():
-        if environ.get(env_name):
-            _set_engine(raw, key, environ[env_name])
-    for key, value in (overrides or {}).items():
-        if value:
+    # file < environment < flags; a Spark master or Connect URL given at a level means Spark,
+    # unless that level also names the engine (then both must agree)
+    for level, values in (("environment", {k: environ.get(e) for k, e in ENGINE_ENV.items()}),
+                          ("flags", dict(overrides or {}))):
+        given = {k: v for k, v in values.items() if v}
+        spark_only = [k for k in ("master", "remote") if k in given]
+        if spark_only and given.get("kind", "spark") != "spark":
+            names = ("--engine", "--master/--remote") if level == "flags" else (
+                "EOCTL_ENGINE", "EOCTL_MASTER/EOCTL_REMOTE")
+            raise UsageError(f"{names[1]} means the Spark engine: it does not combine with {names[0]} {given['kind']}")
+        if spark_only:
+            given.setdefault("kind", "spark")
+        for key, value in given.items():
             _set_engine(raw, key, value)
 
     try:

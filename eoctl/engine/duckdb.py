@@ -100,6 +100,10 @@ def _parquet_columns(con: duckdb.DuckDBPyConnection, listed: str) -> set[str]:
     try:
         rows = con.execute(f"DESCRIBE SELECT * FROM read_parquet([{listed}])").fetchall()
     except Exception as exc:  # duckdb raises one class per cause; the first line says which
+        from eoctl.engine.errors import describe
+
+        if describe(str(exc)) is not None:
+            raise  # a file cut short or of another format: main() names it as on Spark
         raise SourceError(f"topic archive cannot be read as parquet: {str(exc).splitlines()[0]}") from None
     return {row[0] for row in rows}
 

@@ -13,7 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eoctl.engine.duckdb import _ident, archive_files, build_working_copy, connect, repr_sql, visible_files
+from eoctl.engine.duckdb import (
+    _ident,
+    archive_files,
+    build_working_copy,
+    connect,
+    repr_sql,
+    visible_files,
+)
 from eoctl.errors import SourceError
 from eoctl.secrets import mask_text, redact
 
@@ -87,6 +94,8 @@ def _scope(config: Config, options: AuditOptions) -> Scope:
 def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[str]) -> set[tuple[str, str]]:
     """Views `tokens`, `outbox`, `intents` (eoctl.expr.inputs.STORE_SCHEMAS, plus `ep`): each
     audited endpoint's rows of its table, read once; the (endpoint, kind) pairs that exist."""
+    import duckdb
+
     from eoctl.expr.inputs import STORE_SCHEMAS
     from eoctl.stores.layout import KINDS
 
@@ -112,7 +121,7 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
                        + " WHERE false"]
         try:
             con.execute(f"CREATE OR REPLACE TABLE {kind} AS " + " UNION ALL ".join(selects))
-        except Exception as exc:  # duckdb.Error: a column of the wrong type
+        except duckdb.Error as exc:  # a column of the wrong type
             raise SourceError(f"the {kind} tables cannot be read: {str(exc).splitlines()[0][:300]}") from None
     return present
 
@@ -136,6 +145,7 @@ def _snapshot(store, table: str) -> str:
 
 def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, view: str):
     """Make `view` the sink's rows; its Ibis schema."""
+    import duckdb
     import ibis
     from ibis.backends.sql.datatypes import DuckDBType
 
@@ -160,7 +170,7 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
     try:
         con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT * FROM {source}")
         described = con.execute(f"DESCRIBE {_ident(view)}").fetchall()
-    except Exception as exc:  # duckdb.Error: unreadable files
+    except duckdb.Error as exc:  # unreadable files
         raise SourceError(f"sink {sink.name} cannot be read: {str(exc).splitlines()[0][:300]}") from None
     columns = {row[0]: DuckDBType.from_string(row[1]) for row in described}
     for needed in [sink.message_id_column, *sink.key_columns, *(sink.value_columns or [])]:
@@ -186,7 +196,9 @@ def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: b
 
     try:
         fs, root = fsspec.core.url_to_fs(uri)
-        listed = visible_files(fs, root) if fs.exists(root) else []
+        if not fs.exists(root):  # as Spark's listing of a missing path
+            raise SourceError(f"blob prefix {uri} cannot be listed: it does not exist")
+        listed = visible_files(fs, root)
     except (OSError, ValueError) as exc:
         raise SourceError(f"blob prefix {uri} cannot be listed: {exc}") from None
     prefix = prefix_path(uri)

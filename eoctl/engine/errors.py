@@ -1,8 +1,8 @@
-"""Spark's errors, in one line an operator can act on.
+"""The engines' errors, in one line an operator can act on, the same on both engines.
 
 A half-written Parquet file or JSON line reaches eoctl as a py4j error whose message is a Java
-stack trace ("An error occurred while calling o1835.count"). What matters in it is which file
-could not be read and why; the rest is for --debug.
+stack trace ("An error occurred while calling o1835.count"), or as a DuckDB error naming the
+file. What matters in it is which file could not be read and why; the rest is for --debug.
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ import re
 
 _READ_FILE = re.compile(r"\[(?:FAILED_READ_FILE|CANNOT_READ_FILE_FOOTER)[A-Z_.]*\][^\n]*?reading file (\S+?)\.?(?:\s|$)")
 _CAUSE = re.compile(r"Caused by: [\w.$]+: ([^\n]+)")
+_DUCKDB_FILE = re.compile(r"^(?:[A-Za-z ]+ Error: )?(.*?)(?: of| in)? file '([^']+)'(.*)$", re.MULTILINE)
+#: what each engine says of a file that is cut short or of another format, said one way
+_NOT_PARQUET = ("is not a Parquet file", "No magic bytes found at end of file")
 
 
 def message_of(exc: BaseException) -> str:
@@ -22,11 +25,22 @@ def message_of(exc: BaseException) -> str:
 
 
 def describe(text: str) -> str | None:
-    """'Spark could not read FILE: REASON' when `text` (an engine error's message) says a file
-    could not be read; None otherwise."""
+    """'could not read FILE: REASON' when `text` (an engine error's message) says a file could
+    not be read; None otherwise. A local file is named by its path on both engines."""
     found = _READ_FILE.search(text)
-    if found is None:
-        return None
-    causes = _CAUSE.findall(text)
-    reason = causes[-1].strip() if causes else "unreadable"
-    return f"Spark could not read {found.group(1)}: {reason[:200]}"
+    if found is not None:
+        path = found.group(1)
+        causes = _CAUSE.findall(text)
+        reason = causes[-1].strip() if causes else "unreadable"
+    else:
+        duck = _DUCKDB_FILE.search(text.strip().splitlines()[0]) if text.strip() else None
+        if duck is None:
+            return None
+        path, reason = duck.group(2), (duck.group(1) + duck.group(3)).strip(" .:") or "unreadable"
+    if any(marker in text for marker in _NOT_PARQUET):
+        reason = "not a Parquet file"
+    if path.startswith("file:") and not path.startswith("file://"):
+        path = path[len("file:"):]
+    elif path.startswith("file://"):
+        path = path[len("file://"):]
+    return f"could not read {path}: {reason[:200]}"

@@ -15,12 +15,14 @@ CHAOS = str(REPO / "samples" / "chaos" / "eoctl.toml")
 
 
 @pytest.mark.integration
-def test_json_report_and_exit_code_on_the_chaos_sample(spark_jars: Path) -> None:
+@pytest.mark.parametrize(("engine", "env"), [("spark", {}), ("duckdb", {"EOCTL_ENGINE": "duckdb"})])
+def test_json_report_and_exit_code_on_the_chaos_sample(spark_jars: Path, engine: str, env: dict) -> None:
     result = run_eoctl("--config", CHAOS, "--format", "json", "audit", "--grace", "0s", "--fail-on", "critical",
-                       env={"EOCTL_JARS_DIR": str(spark_jars)})
+                       "--no-record", env={"EOCTL_JARS_DIR": str(spark_jars), **env})
     assert result.code == 1, result.stderr[-2000:]
     report = json.loads(result.stdout)
     assert report["schema"] == "eoctl.audit/v1"
+    assert report["run"]["engine"] == engine
     assert {c: r["count"] for c, r in report["summary"].items()} == {
         "EO101": 3, "EO102": 1, "EO103": 1, "EO201": 1, "EO301": 4, "EO302": 1, "EO401": 1, "EO402": 1,
         "EO403": 1, "EO501": 2, "EO502": 1}
@@ -53,6 +55,17 @@ def test_markdown_to_a_file_and_fail_on_below_the_worst(spark_jars: Path, tmp_pa
 def test_bad_audit_options_are_usage_errors(args: list[str], message: str) -> None:
     result = run_eoctl("--config", CHAOS, "audit", *args)
     assert result.code == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--engine", "duckdb", "--master", "local[1]", "audit"],
+     "--master/--remote means the Spark engine: it does not combine with --engine duckdb"),
+    (["--engine", "flink", "audit"], "Invalid value for '--engine'"),
+    (["--engine", "duckdb", "audit", "--since-last"], "--since-last runs on the Spark engine only, for now"),
+])
+def test_bad_engine_choices_are_usage_errors(args: list[str], message: str) -> None:
+    result = run_eoctl("--config", CHAOS, *args)
+    assert result.code == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
 @pytest.mark.integration

@@ -6,7 +6,7 @@ import pytest
 
 from eoctl.config import load_config, masked
 from eoctl.config.loader import MASK, interpolate
-from eoctl.errors import ConfigError
+from eoctl.errors import ConfigError, UsageError
 from tests.helpers.configs import write_config
 
 FULL = """
@@ -99,6 +99,26 @@ def test_flags_override_env_override_file(tmp_path: Path) -> None:
     assert flagged.engine.master == "spark://flag:7077"
     remote = load_config(path, overrides={"remote": "sc://h:15002"}, environ={})
     assert remote.engine.remote == "sc://h:15002"
+
+
+def test_the_engine_is_chosen_flag_over_env_over_file_and_a_master_means_spark(tmp_path: Path) -> None:
+    spark = write_config(tmp_path, "")
+    assert load_config(spark, environ={}).engine.kind == "spark"  # the default: the pipeline's engine
+    duck = write_config(tmp_path, '[engine]\nkind = "duckdb"\n', name="duck.toml")
+    assert load_config(duck, environ={}).engine.kind == "duckdb"
+    assert load_config(spark, environ={"EOCTL_ENGINE": "duckdb"}).engine.kind == "duckdb"
+    assert load_config(duck, environ={"EOCTL_ENGINE": "spark"}).engine.kind == "spark"
+    assert load_config(spark, overrides={"kind": "duckdb"}, environ={"EOCTL_ENGINE": "spark"}).engine.kind == "duckdb"
+    # a Spark master or Connect URL given above the file's choice means Spark
+    assert load_config(duck, environ={"EOCTL_MASTER": "local[2]"}).engine.kind == "spark"
+    assert load_config(duck, overrides={"remote": "sc://h:15002"}, environ={}).engine.kind == "spark"
+    # ... but a level that names both must agree
+    with pytest.raises(UsageError, match="--master/--remote means the Spark engine: it does not combine with --engine duckdb"):
+        load_config(spark, overrides={"kind": "duckdb", "master": "local[2]"}, environ={})
+    with pytest.raises(UsageError, match="EOCTL_MASTER/EOCTL_REMOTE means the Spark engine"):
+        load_config(spark, environ={"EOCTL_ENGINE": "duckdb", "EOCTL_REMOTE": "sc://h:15002"})
+    with pytest.raises(ConfigError, match="engine.kind"):
+        load_config(write_config(tmp_path, '[engine]\nkind = "flink"\n', name="flink.toml"), environ={})
 
 
 @pytest.mark.parametrize(

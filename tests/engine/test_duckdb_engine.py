@@ -44,3 +44,48 @@ def test_archive_files_are_listed_as_spark_lists_them(tmp_path: Path) -> None:
                                                        str(tmp_path / "sub" / "part-1.parquet")]
     with pytest.raises(SourceError, match="does not exist"):
         archive_files(str(tmp_path / "nope"), "parquet")
+
+
+@pytest.mark.unit
+def test_a_blob_listing_names_blobs_relative_to_the_prefix_with_size_time_and_hash(tmp_path: Path) -> None:
+    import datetime as dt
+    import hashlib
+    import os
+
+    from eoctl.engine.duckdb_audit import list_blobs
+
+    prefix = tmp_path / "blobs"
+    for name, body in {"a.txt": b"alpha", "attempt-1/b.bin": b"\x00\x01", "_tmp/c.txt": b"x", ".d.crc": b"y"}.items():
+        (prefix / name).parent.mkdir(parents=True, exist_ok=True)
+        (prefix / name).write_bytes(body)
+    os.utime(prefix / "a.txt", (0, 1_700_000_000.123456))
+    con = connect()
+    list_blobs(con, f"file://{prefix}", "listing", with_hash=True)
+    rows = con.sql("select * from listing order by name").to_arrow_table().to_pylist()
+    # hidden names are not blobs (Spark's file sources skip them too); times to the millisecond, as Hadoop's
+    assert rows == [
+        {"name": "a.txt", "size": 5, "modified": dt.datetime(2023, 11, 14, 22, 13, 20, 123000),
+         "actual_sha256": hashlib.sha256(b"alpha").hexdigest()},
+        {"name": "attempt-1/b.bin", "size": 2, "modified": rows[1]["modified"],
+         "actual_sha256": hashlib.sha256(b"\x00\x01").hexdigest()},
+    ]
+    with pytest.raises(SourceError, match="blob prefix .*nothing-here cannot be listed: it does not exist"):
+        list_blobs(con, str(tmp_path / "nothing-here"), "empty", with_hash=False)
+
+
+@pytest.mark.unit
+def test_evidence_past_the_kept_rows_goes_to_parquet_with_secrets_masked(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from eoctl.engine.duckdb_audit import materialize
+
+    con = connect()
+    sql = ("select i, 'postgresql://app:hunter2@db/x' as url from range(5) t(i)")
+    count, rows, path = materialize(con, sql, 2, tmp_path / "ev", "run-EO999-e")
+    assert count == 5 and len(rows) == 2
+    assert all("hunter2" not in r["url"] for r in rows)
+    written = pq.read_table(path).to_pylist()
+    assert sorted(r["i"] for r in written) == [0, 1, 2, 3, 4]
+    assert all("hunter2" not in r["url"] and "app:" in r["url"] for r in written)
+    assert not list((tmp_path / "ev").glob("*.partial"))
+    assert materialize(con, "select 1 as x where false", 2, tmp_path / "ev", "none") == (0, [], None)

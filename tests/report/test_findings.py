@@ -20,3 +20,9 @@ def test_readme_table_lists_every_code_with_its_severity_in_catalog_order() -> N
 
 def test_every_code_has_one_check() -> None:
     assert list(all_checks()) == list(CATALOG)
+
+
+def test_every_code_has_one_engine_neutral_check() -> None:
+    from eoctl.expr.catalog import CHECKS
+
+    assert list(CHECKS) == list(CATALOG)
