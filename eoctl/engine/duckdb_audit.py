@@ -53,10 +53,12 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
         layout = StoreLayout(config)
         report.notes = layout.notes(list(scope.endpoints))
         step("reading the store tables")
-        scope.tables = load_store_tables(con, layout, list(scope.endpoints))
+        copies: dict[tuple[str, str], str] = {}
+        scope.tables = load_store_tables(con, layout, list(scope.endpoints), copies)
         for name, ep in scope.endpoints.items():
             for sink in ep.sinks:
-                scope.sink_schemas[(name, sink.name)] = read_sink(con, config, sink, scope.sink_view(name, sink))
+                scope.sink_schemas[(name, sink.name)] = read_sink(con, config, sink, scope.sink_view(name, sink),
+                                                                  copies)
         hashed = bool({"EO403"} & set(codes))
         for name, ep in scope.endpoints.items():
             if ep.blobs and any(c.startswith("EO4") for c in codes):
@@ -91,7 +93,8 @@ def _scope(config: Config, options: AuditOptions) -> Scope:
 # ---------------------------------------------------------------------------------- stores
 
 
-def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[str]) -> set[tuple[str, str]]:
+def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[str],
+                      copies: dict[tuple[str, str], str]) -> set[tuple[str, str]]:
     """Views `tokens`, `outbox`, `intents` (eoctl.expr.inputs.STORE_SCHEMAS, plus `ep`): each
     audited endpoint's rows of its table, read once; the (endpoint, kind) pairs that exist."""
     import duckdb
@@ -108,7 +111,7 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
             if t is None:
                 continue
             present.add((name, kind))
-            source = f"read_parquet({repr_sql(_snapshot(t.store, t.table))})"
+            source = f"read_parquet({repr_sql(_snapshot(copies, t.store, t.table))})"
             cols = [f"CAST({repr_sql(name)} AS VARCHAR) AS ep"]
             for canonical, sql_type in list(types.items())[1:]:
                 value = (repr_sql(t.owner) if canonical == t.owner_canonical and t.owner_column is None
@@ -129,21 +132,25 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
 _SQL_TYPES = {"string": "VARCHAR", "timestamp": "TIMESTAMP", "int64": "BIGINT", "int32": "INTEGER"}
 
 
-def _snapshot(store, table: str) -> str:
-    """A Parquet copy of a store table, made once per run (eoctl.sources.tables)."""
+def _snapshot(copies: dict[tuple[str, str], str], store, table: str) -> str:
+    """A Parquet copy of a store table, made once per run (`copies`, eoctl.sources.tables): a
+    DuckDB store is held for one short read-only statement, a PostgreSQL table read in one
+    streamed query; a table several endpoints share is read once."""
     from eoctl.config.model import DuckDBStore
-    from eoctl.sources.tables import duckdb_snapshot
+    from eoctl.sources.tables import duckdb_snapshot, postgres_snapshot
+    from eoctl.stores.connection import describe
 
-    if isinstance(store, DuckDBStore):
-        return duckdb_snapshot(store, table)
-    raise SourceError(f"the DuckDB engine does not read PostgreSQL stores yet (table {table})",
-                      hint="use the Spark engine (--engine spark) for PostgreSQL stores")
+    key = (describe(store) + f"/{store.schema_name}", table)
+    if key not in copies:
+        copies[key] = duckdb_snapshot(store, table) if isinstance(store, DuckDBStore) else postgres_snapshot(store, table)
+    return copies[key]
 
 
 # ----------------------------------------------------------------------------------- sinks
 
 
-def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, view: str):
+def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, view: str,
+              copies: dict[tuple[str, str], str]):
     """Make `view` the sink's rows; its Ibis schema."""
     import duckdb
     import ibis
@@ -153,7 +160,7 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
 
     if sink.path is None:
         assert sink.store is not None and sink.table is not None
-        source = f"read_parquet({repr_sql(_snapshot(store_named(config, sink.store), sink.table))})"
+        source = f"read_parquet({repr_sql(_snapshot(copies, store_named(config, sink.store), sink.table))})"
     elif sink.format == "orc":
         import pyarrow.dataset as ds
 

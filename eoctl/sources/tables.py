@@ -1,5 +1,5 @@
 """Tables as Spark DataFrames: file datasets, PostgreSQL tables through JDBC, DuckDB tables through
-a Parquet snapshot.
+a Parquet snapshot; and the Parquet snapshots the DuckDB engine reads store tables from.
 
 Large JDBC tables are read in parallel: with a numeric `partition_column`, Spark issues
 `num_partitions` range queries between the column's min and max (asked of the database first).
@@ -112,6 +112,72 @@ def duckdb_snapshot(store: DuckDBStore, table: str) -> str:
                               f"{str(exc).strip().splitlines()[0][:300]}") from None
     _snapshots[key] = (signature, str(target))
     return str(target)
+
+
+# PostgreSQL types the Parquet copy keeps as they are (Arrow reads them natively through ADBC);
+# every other type (uuid, json, jsonb, interval, arrays, enums, ...) is copied as its text.
+_POSTGRES_NATIVE = {
+    "smallint", "integer", "bigint", "boolean", "real", "double precision", "text", "character varying",
+    "character", "date", "timestamp without time zone", "timestamp with time zone", "bytea",
+}
+
+
+def postgres_snapshot(store: PostgresStore, table: str) -> str:
+    """A Parquet copy of a PostgreSQL table in the run's temporary folder, for the DuckDB engine:
+    one read-only query streamed through ADBC in Arrow batches (ADBC: the Arrow project's
+    PostgreSQL driver, binary COPY into Arrow in C++, so a large table is never Python objects
+    and never whole in memory). Numbers with a scale (numeric) become double precision."""
+    import adbc_driver_manager
+    import adbc_driver_postgresql.dbapi as pg
+    import pyarrow.parquet as pq
+
+    from eoctl.scratch import subdir
+    from eoctl.secrets import mask_text
+    from eoctl.stores.connection import connect
+
+    with connect(store) as conn, conn.cursor() as cur:  # the columns, and a reachable server first
+        cur.execute("select column_name, data_type from information_schema.columns "
+                    "where table_schema = %s and table_name = %s order by ordinal_position",
+                    (store.schema_name, table))
+        cols = cur.fetchall()
+    if not cols:
+        raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
+    exprs = []
+    for name, dtype in cols:
+        col = quote_ident(name)
+        if dtype == "numeric":
+            exprs.append(f"{col}::double precision as {col}")
+        elif dtype in _POSTGRES_NATIVE:
+            exprs.append(col)
+        else:
+            exprs.append(f"{col}::text as {col}")
+    target = subdir("postgres") / f"{uuid.uuid4().hex[:12]}-{store.schema_name}.{table}.parquet"
+    try:
+        with pg.connect(_postgres_uri(store)) as conn, conn.cursor() as cur:
+            cur.execute(f"select {', '.join(exprs)} from {qualified(store, table)}")
+            reader = cur.fetch_record_batch()
+            with pq.ParquetWriter(str(target), reader.schema, compression="zstd") as writer:
+                for batch in reader:
+                    writer.write_batch(batch)
+    except adbc_driver_manager.Error as exc:
+        reason = mask_text(str(exc).strip().splitlines()[0][:300]) if str(exc).strip() else type(exc).__name__
+        raise SourceError(f"table {table} in {describe(store)} cannot be read: {reason}") from None
+    return str(target)
+
+
+def _postgres_uri(store: PostgresStore) -> str:
+    """The libpq URI of a store (it holds the password: never log it)."""
+    from urllib.parse import quote, urlencode
+
+    from eoctl.stores.connection import postgres_conninfo
+
+    params = postgres_conninfo(store)
+    auth = quote(params.pop("user"), safe="")
+    password = params.pop("password", None)
+    if password is not None:
+        auth += ":" + quote(password, safe="")
+    host, port, dbname = params.pop("host"), params.pop("port"), params.pop("dbname")
+    return f"postgresql://{auth}@{quote(host, safe='')}:{port}/{quote(dbname, safe='')}?{urlencode(params)}"
 
 
 def store_named(config: Config, name: str) -> DuckDBStore | PostgresStore:

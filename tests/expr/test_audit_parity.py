@@ -9,7 +9,8 @@ import pytest
 
 from eoctl.audit import run_audit, run_audit_duckdb, select_codes
 from eoctl.config import load_config
-from tests.helpers.chaos import CHAOS, settled
+from tests.helpers.chaos import CHAOS, recorded_copy, settled
+from tests.helpers.layouts import drop_intents, shared_tables
 
 pytestmark = pytest.mark.integration
 
@@ -32,6 +33,19 @@ def test_duckdb_finds_what_spark_finds_on_the_chaos_sample(spark) -> None:
     assert by_duckdb == by_spark
     # the sample's faults reach every area the DuckDB engine reads
     assert {code[:3] for code, _, _ in by_spark} >= {"EO1", "EO2", "EO3", "EO4", "EO5"}
+
+
+@pytest.mark.parametrize("layout", ["postgres-shared", "duckdb-without-intents"])
+def test_duckdb_finds_what_spark_finds_in_other_store_layouts(spark, request, tmp_path, layout: str) -> None:
+    """PostgreSQL tables (read through ADBC) shared by every endpoint, and a store without intents."""
+    chaos = recorded_copy(tmp_path)
+    if layout == "postgres-shared":
+        chaos = shared_tables(chaos, "postgres", request.getfixturevalue("postgres"))
+    else:
+        chaos = drop_intents(chaos)
+    by_spark, by_duckdb = _both(spark, load_config(chaos.config_path, environ=chaos.environ))
+    assert by_duckdb == by_spark
+    assert {code for code, _, _ in by_spark} >= {"EO102", "EO201", "EO301", "EO502"}
 
 
 def test_duckdb_finds_what_spark_finds_and_the_ground_truth_on_a_generated_state(spark, tmp_path) -> None:
