@@ -23,8 +23,8 @@ def reconcile_tokens(
     evidence_rows: Annotated[int, typer.Option("--evidence-rows", min=1, help="evidence rows kept per class")] = 100,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the JSON to FILE (all evidence as Parquet beside it)")] = None,
 ) -> int:
-    """Classify every token of every endpoint (read-only, a Spark job): live, referenced by a
-    pending outbox entry, leaked, garbage or young; and every in-flight record without a token."""
+    """Classify every token of every endpoint (read-only, on the chosen engine): live, referenced by
+    a pending outbox entry, leaked, garbage or young; and every in-flight record without a token."""
     from eoctl.ops.reconcile import run_reconcile
     from eoctl.report.ops import reconcile_json, render_reconcile
 
@@ -33,10 +33,18 @@ def reconcile_tokens(
     for name in endpoint or []:
         config.endpoint(name)
     evidence_dir = output.resolve().parent / f"{output.stem}-evidence" if output else None
+    args = {"endpoints": endpoint, "grace": parse_duration(grace, "--grace"), "evidence_rows": evidence_rows,
+            "evidence_dir": evidence_dir}
     with progress(app.output is OutputFormat.text) as step:
-        step("starting Spark")
-        report = run_reconcile(app.spark(), config, endpoints=endpoint, grace=parse_duration(grace, "--grace"),
-                               evidence_rows=evidence_rows, evidence_dir=evidence_dir, progress=step)
+        if config.engine.kind == "duckdb":
+            from eoctl.config import paths
+            from eoctl.ops.reconcile import run_reconcile_duckdb
+
+            paths.require_paths(config)
+            report = run_reconcile_duckdb(config, **args, progress=step)
+        else:
+            step("starting Spark")
+            report = run_reconcile(app.spark(), config, **args, progress=step)
     if output is not None:
         import json
 

@@ -33,6 +33,29 @@ if TYPE_CHECKING:
     from eoctl.report.findings import AuditReport
 
 
+def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOptions, step: Callable[[str], None],
+                *, sinks: bool = True, blobs: bool = False, hashed: bool = False) -> Scope:
+    """Make the tables of eoctl.expr.inputs views of `con`: the records of every audited input,
+    the store tables, and (when asked) sinks and blob listings (with the content's sha256 when
+    `hashed`); the scope that describes them."""
+    from eoctl.stores.layout import StoreLayout
+
+    scope = _scope(config, options)
+    step("reading the records of every input")
+    build_working_copy(con, config, list(scope.endpoints), options)
+    scope.layout = StoreLayout(config)
+    step("reading the store tables")
+    copies: dict[tuple[str, str], str] = {}
+    scope.tables = load_store_tables(con, scope.layout, list(scope.endpoints), copies)
+    for name, ep in scope.endpoints.items():
+        for sink in ep.sinks if sinks else ():
+            scope.sink_schemas[(name, sink.name)] = read_sink(con, config, sink, scope.sink_view(name, sink), copies)
+        if ep.blobs and blobs:
+            step(f"listing the blobs of {name}")
+            list_blobs(con, ep.blobs, scope.blob_view(name), hashed)
+    return scope
+
+
 def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict[str, Any],
               step: Callable[[str], None]) -> AuditReport:
     """The findings of `codes` over a full scan of every audited input (no --since-last yet)."""
@@ -40,30 +63,15 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
     from eoctl.expr.catalog import CHECKS
     from eoctl.expr.records import records_table
     from eoctl.report.findings import CATALOG, AuditReport, Finding
-    from eoctl.stores.layout import StoreLayout
 
     report = AuditReport(run=run)
     con = connect(config.engine.memory_limit)
     try:
-        scope = _scope(config, options)
-        step("reading the records of every input")
-        build_working_copy(con, config, list(scope.endpoints), options)
+        scope = open_inputs(con, config, options, step, blobs=any(c.startswith("EO4") for c in codes),
+                            hashed="EO403" in codes)
         report.scanned["records"] = con.execute("SELECT count(*) FROM records").fetchall()[0][0]
         report.run["scan"] = {"mode": "full", "new_records": report.scanned["records"], "indexed_records": 0}
-        layout = StoreLayout(config)
-        report.notes = layout.notes(list(scope.endpoints))
-        step("reading the store tables")
-        copies: dict[tuple[str, str], str] = {}
-        scope.tables = load_store_tables(con, layout, list(scope.endpoints), copies)
-        for name, ep in scope.endpoints.items():
-            for sink in ep.sinks:
-                scope.sink_schemas[(name, sink.name)] = read_sink(con, config, sink, scope.sink_view(name, sink),
-                                                                  copies)
-        hashed = bool({"EO403"} & set(codes))
-        for name, ep in scope.endpoints.items():
-            if ep.blobs and any(c.startswith("EO4") for c in codes):
-                step(f"listing the blobs of {name}")
-                list_blobs(con, ep.blobs, scope.blob_view(name), hashed)
+        report.notes = scope.layout.notes(list(scope.endpoints))
         records = records_table()
         for code in codes:
             step(f"{code}: {CATALOG[code].title}")
@@ -76,6 +84,45 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
     finally:
         con.close()
     return report
+
+
+def run_reconcile(config: Config, options: AuditOptions, endpoints: list[str] | None, report,
+                  evidence_rows: int, evidence_dir: Path | None, step: Callable[[str], None]) -> None:
+    """Fill `report` (eoctl.ops.reconcile.ReconcileReport): every token of the selected endpoints
+    classified, and their in-flight records without a token, evidence read from every endpoint."""
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.reconcile import missing_tokens, token_classes
+    from eoctl.expr.records import records_table
+    from eoctl.ops.common import selected
+    from eoctl.ops.reconcile import TOKEN_CLASSES, ClassEvidence
+
+    con = connect(config.engine.memory_limit)
+    try:
+        scope = open_inputs(con, config, options, step, sinks=False)
+        report.notes = scope.layout.notes(endpoints)
+        records = records_table()
+        run_id = report.run["id"]
+        for name in selected(config, endpoints):
+            if not scope.has(name, "tokens"):
+                continue
+            step(f"classifying the tokens of {name}")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE classes AS "
+                        f"{compile_sql(token_classes(scope, records, Dialect.duckdb, name), Dialect.duckdb)}")
+            found = dict(con.execute('SELECT "class", count(*) FROM classes GROUP BY ALL').fetchall())
+            report.counts[name] = {c: found.get(c, 0) for c in TOKEN_CLASSES}
+            for cls in TOKEN_CLASSES:
+                if found.get(cls):
+                    count, rows, path = materialize(con, f'SELECT * FROM classes WHERE "class" = {repr_sql(cls)}',
+                                                    evidence_rows, evidence_dir, f"{run_id}-{name}-{cls}")
+                    report.evidence.append(ClassEvidence(name, cls, count, rows, path))
+            step(f"in-flight records of {name} without a token")
+            count, rows, path = materialize(con, compile_sql(missing_tokens(scope, records, name), Dialect.duckdb),
+                                            evidence_rows, evidence_dir, f"{run_id}-{name}-missing")
+            report.counts[name]["missing"] = count
+            if count:
+                report.evidence.append(ClassEvidence(name, "missing", count, rows, path))
+    finally:
+        con.close()
 
 
 def _scope(config: Config, options: AuditOptions) -> Scope:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import ibis
 
@@ -59,6 +59,8 @@ class Scope:
     tables: set[tuple[str, str]] = field(default_factory=set)
     #: (endpoint, sink name) -> the sink's schema
     sink_schemas: dict[tuple[str, str], ibis.Schema] = field(default_factory=dict)
+    #: which rows of each store table are whose (eoctl.stores.layout.StoreLayout), once looked up
+    layout: Any = None
 
     @property
     def endpoints(self) -> dict[str, EndpointConfig]:

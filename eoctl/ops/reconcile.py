@@ -89,12 +89,14 @@ def _registered(ctx: AuditContext, kind: str) -> DataFrame | None:
     def build() -> DataFrame:
         known = _outcome_known(ctx, intents)
         joined = intents.join(known, ["sender", "incoming_message_id"], "left")
-        # A ref is registered once in practice; if twice, any unknown outcome keeps it uncollected.
+        # A ref is registered once in practice; if twice, any unknown outcome keeps it uncollected,
+        # and the first intent (by id) names who registered it: the same on every run and engine.
         return joined.groupBy("ref").agg(
-            F.first("sender").alias("registered_by"), F.first("incoming_message_id").alias("registered_for_message"),
-            F.first("registered_attempt").alias("registered_attempt"),
+            F.min_by("sender", "intent_id").alias("registered_by"),
+            F.min_by("incoming_message_id", "intent_id").alias("registered_for_message"),
+            F.min_by("registered_attempt", "intent_id").alias("registered_attempt"),
             F.bool_and(F.coalesce("outcome_known", F.lit(False))).alias("attempt_lost"),
-        F.collect_list(F.struct("sender", "intent_id")).alias("intents"),
+            F.sort_array(F.collect_list(F.struct("sender", "intent_id"))).alias("intents"),
         )
     return ctx.cached(("registered", kind), build)
 
@@ -243,6 +245,22 @@ class ReconcileReport:
     notes: list[str] = field(default_factory=list)  # what could not be used (a store without intents)
 
 
+def run_reconcile_duckdb(config: Config, *, endpoints: list[str] | None = None,
+                         grace: dt.timedelta = dt.timedelta(hours=24), evidence_rows: int = 100,
+                         evidence_dir: Path | None = None, now: dt.datetime | None = None,
+                         progress: Callable[[str], None] = lambda _m: None) -> ReconcileReport:
+    """The same classification on the DuckDB engine (eoctl.expr.reconcile), in process."""
+    from eoctl.engine.duckdb_audit import run_reconcile as run_on_duckdb
+    from eoctl.ops.common import new_run_id
+
+    options = AuditOptions(grace=grace, **({"now": now} if now else {}))
+    report = ReconcileReport(run={"id": new_run_id(), "engine": "duckdb", "started_at": options.now.isoformat(),
+                                  "grace_seconds": int(grace.total_seconds())})
+    run_on_duckdb(config, options, endpoints, report, evidence_rows, evidence_dir, progress)
+    report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
+    return report
+
+
 def run_reconcile(spark: SparkSession, config: Config, *, endpoints: list[str] | None = None,
                   grace: dt.timedelta = dt.timedelta(hours=24), evidence_rows: int = 100,
                   evidence_dir: Path | None = None, now: dt.datetime | None = None,
@@ -256,7 +274,7 @@ def run_reconcile(spark: SparkSession, config: Config, *, endpoints: list[str] |
     options = AuditOptions(grace=grace, **({"now": now} if now else {}))
     ctx = AuditContext(spark, config, options)
     run_id = new_run_id()
-    report = ReconcileReport(run={"id": run_id, "started_at": options.now.isoformat(),
+    report = ReconcileReport(run={"id": run_id, "engine": "spark", "started_at": options.now.isoformat(),
                                   "grace_seconds": int(grace.total_seconds())})
     try:
         report.notes = ctx.layout.notes(endpoints)

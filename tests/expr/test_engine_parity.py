@@ -1,5 +1,6 @@
-"""Every check written once (eoctl.expr): the DuckDB engine's audit finds what the Spark engine's
-finds, to the evidence row, and what the generated state's ground truth says."""
+"""Every check and plan written once (eoctl.expr): the DuckDB engine's audit finds what the Spark
+engine's finds, to the evidence row, and what the generated state's ground truth says; reconcile
+classifies every token alike."""
 
 from __future__ import annotations
 
@@ -28,11 +29,30 @@ def _both(spark, config) -> tuple[dict, dict]:
     return _findings(run_audit(spark, config, options, codes)), _findings(run_audit_duckdb(config, options, codes))
 
 
+def _classes(report) -> tuple[dict, list]:
+    """(counts per endpoint and class, every evidence row as sorted JSON per endpoint and class)."""
+    return report.counts, sorted((e.endpoint, e.cls, e.count, sorted(json.dumps(r, sort_keys=True) for r in e.rows))
+                                 for e in report.evidence)
+
+
+def _both_reconciled(spark, config) -> tuple[tuple, tuple]:
+    import datetime as dt
+
+    from eoctl.ops.reconcile import run_reconcile, run_reconcile_duckdb
+
+    args = {"grace": dt.timedelta(hours=1), "now": settled().now, "evidence_rows": 100_000}
+    return _classes(run_reconcile(spark, config, **args)), _classes(run_reconcile_duckdb(config, **args))
+
+
 def test_duckdb_finds_what_spark_finds_on_the_chaos_sample(spark) -> None:
-    by_spark, by_duckdb = _both(spark, load_config(CHAOS / "eoctl.toml"))
+    config = load_config(CHAOS / "eoctl.toml")
+    by_spark, by_duckdb = _both(spark, config)
     assert by_duckdb == by_spark
     # the sample's faults reach every area the DuckDB engine reads
     assert {code[:3] for code, _, _ in by_spark} >= {"EO1", "EO2", "EO3", "EO4", "EO5"}
+    on_spark, on_duckdb = _both_reconciled(spark, config)
+    assert on_duckdb == on_spark
+    assert on_spark[0]["shipping"]["garbage"] == 1 and on_spark[0]["billing"]["referenced"] == 2
 
 
 @pytest.mark.parametrize("layout", ["postgres-shared", "duckdb-without-intents"])
@@ -53,7 +73,12 @@ def test_duckdb_finds_what_spark_finds_and_the_ground_truth_on_a_generated_state
 
     mix = {code: rate * 5 for code, rate in DEFAULT_MIX.items()}
     truth = generate(GenSpec(8_000, tmp_path / "state", partitions=4, mix=mix))
-    by_spark, by_duckdb = _both(spark, load_config(tmp_path / "state" / "eoctl.toml"))
+    config = load_config(tmp_path / "state" / "eoctl.toml")
+    by_spark, by_duckdb = _both(spark, config)
     assert by_duckdb == by_spark
     for code, expected in truth["codes"].items():
         assert sum(n for (c, _, _), (n, _rows) in by_duckdb.items() if c == code) == expected["count"], code
+    on_spark, on_duckdb = _both_reconciled(spark, config)
+    assert on_duckdb == on_spark
+    # every class but young (the generator's tokens are all old) appears
+    assert all(on_spark[0]["billing"][c] for c in ("live", "referenced", "leaked", "garbage", "missing"))
