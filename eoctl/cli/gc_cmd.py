@@ -85,6 +85,10 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
                         evidence_rows=evidence_rows)
     run = module.gc_tokens if command == "gc-tokens" else module.gc_blobs
     try:
+        if config.engine.kind == "duckdb":  # no Spark to name a missing file: named here, in one line
+            from eoctl.config import paths
+
+            paths.require_paths(config)
         with progress(app.output is OutputFormat.text) as step:
             def spark():
                 step("starting Spark")

@@ -34,16 +34,16 @@ if TYPE_CHECKING:
 
 
 def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOptions, step: Callable[[str], None],
-                *, sinks: bool = True, blobs: bool = False, hashed: bool = False) -> Scope:
+                *, sinks: bool = True, blobs: bool = False, hashed: bool = False, layout=None) -> Scope:
     """Make the tables of eoctl.expr.inputs views of `con`: the records of every audited input,
     the store tables, and (when asked) sinks and blob listings (with the content's sha256 when
-    `hashed`); the scope that describes them."""
+    `hashed`); the scope that describes them. `layout`: the run's StoreLayout, when it has one."""
     from eoctl.stores.layout import StoreLayout
 
     scope = _scope(config, options)
     step("reading the records of every input")
     build_working_copy(con, config, list(scope.endpoints), options)
-    scope.layout = StoreLayout(config)
+    scope.layout = layout or StoreLayout(config)
     step("reading the store tables")
     copies: dict[tuple[str, str], str] = {}
     scope.tables = load_store_tables(con, scope.layout, list(scope.endpoints), copies)
@@ -123,6 +123,63 @@ def run_reconcile(config: Config, options: AuditOptions, endpoints: list[str] | 
                 report.evidence.append(ClassEvidence(name, "missing", count, rows, path))
     finally:
         con.close()
+
+
+class DuckDBGarbagePlan:
+    """What gc-tokens / gc-blobs may collect (eoctl.ops.common.SparkGarbagePlan's contract), on the
+    DuckDB engine: every token or blob classified (eoctl.expr.reconcile), the collectable garbage
+    of the selected endpoints kept in the run's database until release()."""
+
+    def __init__(self, layout, options, kind) -> None:
+        from eoctl.checks.context import AuditOptions
+        from eoctl.expr import Dialect, compile_sql
+        from eoctl.expr.records import records_table
+        from eoctl.ops.common import Tally, selected
+
+        config = layout.config
+        self.key = kind.key
+        self.con = connect(config.engine.memory_limit)
+        try:
+            scope = open_inputs(self.con, config, AuditOptions(now=options.now, grace=options.grace), lambda _m: None,
+                                sinks=False, blobs=kind.what == "blobs", layout=layout)
+            parts, self.tallies = [], []
+            for i, name in enumerate(selected(config, options.endpoints)):
+                if not (scope.has(name, "tokens") if kind.what == "tokens" else config.endpoints[name].blobs):
+                    continue
+                classes = compile_sql(kind.classify_expr(scope, records_table(), Dialect.duckdb, name), Dialect.duckdb)
+                self.con.execute(f"CREATE TEMP TABLE garbage_{i} AS SELECT * FROM ({classes}) WHERE \"class\" = 'garbage'")
+                counts = dict(self.con.execute(f"SELECT collectable, count(*) FROM garbage_{i} GROUP BY ALL").fetchall())
+                self.tallies.append(Tally(name, garbage=sum(counts.values()), planned=counts.get(True, 0),
+                                          skipped_young=counts.get(False, 0)))
+                columns = ", ".join(_ident(c) for c in ("endpoint", kind.key, *kind.columns))
+                parts.append(f"SELECT {columns} FROM garbage_{i} WHERE collectable")
+            self.tallies.sort(key=lambda t: t.endpoint)
+            self.empty = not parts
+            if parts:
+                self.con.execute("CREATE TEMP TABLE collectable AS " + " UNION ALL ".join(parts))
+        except BaseException:
+            self.con.close()
+            raise
+
+    def sample(self, rows: int) -> list[dict[str, Any]]:
+        from eoctl.engine.evidence import jsonable
+
+        if self.empty:
+            return []
+        return [redact(jsonable(r)) for r in
+                self.con.sql(f"SELECT * FROM collectable LIMIT {int(rows)}").to_arrow_table().to_pylist()]
+
+    def rows(self, limit: int):
+        """At most `limit` rows, in endpoint then key order, fetched batch by batch."""
+        if self.empty:
+            return
+        reader = self.con.execute(f"SELECT * FROM collectable ORDER BY endpoint, {_ident(self.key)} "
+                                  f"LIMIT {int(limit)}").to_arrow_reader(batch_size=10_000)
+        for batch in reader:
+            yield from batch.to_pylist()
+
+    def release(self) -> None:
+        self.con.close()
 
 
 def _scope(config: Config, options: AuditOptions) -> Scope:

@@ -96,12 +96,6 @@ def bound_to_limit(tallies: list[Tally], max_deletes: int) -> None:
         t.skipped_over_limit, t.planned, room = t.planned - take, take, room - take
 
 
-def sample_rows(collectable: Any, rows: int) -> list[dict[str, Any]]:
-    if collectable is None:
-        return []
-    return collected(collectable, rows)
-
-
 def selected(config: Config, names: list[str] | None) -> dict[str, EndpointConfig]:
     return {n: config.endpoint(n) for n in (names or list(config.endpoints))}
 
@@ -118,7 +112,8 @@ class GcKind:
     command: str
     what: str  # tokens | blobs
     key: str  # the plan's row key: token_id | name
-    classify: Callable[..., Any]  # (AuditContext, endpoint) -> classes DataFrame | None
+    classify: Callable[..., Any]  # (AuditContext, endpoint) -> classes DataFrame | None (Spark)
+    classify_expr: Callable[..., Any]  # (Scope, records, Dialect, endpoint) -> classes (Ibis; DuckDB)
     columns: tuple[str, ...]  # plan columns kept for execution and evidence
     # the store tables are reached through the run's one StoreLayout (layout.config is the configuration)
     apply_batch: Callable[..., None]  # (layout, endpoint, rows, run_id, options, tally)
@@ -126,98 +121,128 @@ class GcKind:
     purge: Callable[[StoreLayout, GcOptions], int]
 
 
-def plan_garbage(spark: Any, layout: StoreLayout, options: GcOptions, kind: GcKind) -> tuple[Any, list[Tally], Any]:
-    """(collectable rows, one tally per endpoint in name order, the context to release). Evidence
-    comes from every endpoint (a pending entry of one holds tokens of another); only the selected
-    endpoints' garbage is collected."""
-    from functools import reduce
+class SparkGarbagePlan:
+    """The collectable rows of a plan (Spark): one tally per endpoint in name order, a sample, the
+    rows streamed to the driver in endpoint then key order. Evidence comes from every endpoint (a
+    pending entry of one holds tokens of another); only the selected endpoints' garbage is
+    collected."""
 
-    from pyspark.sql import functions as F
+    def __init__(self, spark: Any, layout: StoreLayout, options: GcOptions, kind: GcKind) -> None:
+        from functools import reduce
 
-    from eoctl.checks.context import AuditContext, AuditOptions
+        from pyspark.sql import functions as F
 
-    config = layout.config
-    ctx = AuditContext(spark, config, AuditOptions(now=options.now, grace=options.grace))
-    ctx.layout = layout  # one look at the stores' tables for the plan and the execution
-    frames, tallies = [], []
-    for name in selected(config, options.endpoints):
-        classes = kind.classify(ctx, name)
-        if classes is None:
-            continue
-        garbage = ctx.persist(classes.where(F.col("class") == "garbage"))
-        counts = {r["collectable"]: r["count"] for r in garbage.groupBy("collectable").count().collect()}
-        tallies.append(Tally(name, garbage=sum(counts.values()), planned=counts.get(True, 0),
-                             skipped_young=counts.get(False, 0)))
-        frames.append(garbage.where(F.col("collectable")).select("endpoint", kind.key, *kind.columns))
-    collectable = reduce(lambda a, b: a.unionByName(b), frames) if frames else None
-    return collectable, sorted(tallies, key=lambda t: t.endpoint), ctx
+        from eoctl.checks.context import AuditContext, AuditOptions
+
+        config = layout.config
+        self.key = kind.key
+        self.ctx = AuditContext(spark, config, AuditOptions(now=options.now, grace=options.grace))
+        self.ctx.layout = layout  # one look at the stores' tables for the plan and the execution
+        frames, tallies = [], []
+        for name in selected(config, options.endpoints):
+            classes = kind.classify(self.ctx, name)
+            if classes is None:
+                continue
+            garbage = self.ctx.persist(classes.where(F.col("class") == "garbage"))
+            counts = {r["collectable"]: r["count"] for r in garbage.groupBy("collectable").count().collect()}
+            tallies.append(Tally(name, garbage=sum(counts.values()), planned=counts.get(True, 0),
+                                 skipped_young=counts.get(False, 0)))
+            frames.append(garbage.where(F.col("collectable")).select("endpoint", kind.key, *kind.columns))
+        self.collectable = reduce(lambda a, b: a.unionByName(b), frames) if frames else None
+        self.tallies = sorted(tallies, key=lambda t: t.endpoint)
+
+    def sample(self, rows: int) -> list[dict[str, Any]]:
+        return [] if self.collectable is None else collected(self.collectable, rows)
+
+    def rows(self, limit: int) -> Iterator[Any]:
+        """At most `limit` rows, in endpoint then key order, computed once."""
+        from pyspark import StorageLevel
+
+        if self.collectable is None:
+            return
+        rows = self.collectable.orderBy("endpoint", self.key).limit(limit).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            rows.count()
+            yield from rows.orderBy("endpoint", self.key).toLocalIterator()
+        finally:
+            rows.unpersist()
+
+    def release(self) -> None:
+        self.ctx.release()
+
+
+def _plan(spark: Any, layout: StoreLayout, options: GcOptions, kind: GcKind) -> Any:
+    """The plan on the configured engine: DuckDB in process, else Spark (`spark`: a session, or a
+    function that starts one)."""
+    if layout.config.engine.kind == "duckdb":
+        from eoctl.engine.duckdb_audit import DuckDBGarbagePlan
+
+        return DuckDBGarbagePlan(layout, options, kind)
+    return SparkGarbagePlan(spark() if callable(spark) else spark, layout, options, kind)
 
 
 def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
            progress: Callable[[str], None] = lambda _m: None) -> GcResult:
     """Plan; with options.execute, under the lease: finish killed runs, plan, apply in batches, purge.
     `spark`: a SparkSession, or a function that starts one: it is called only when the plan needs
-    it, after the lease is held, so a run refused by the lease never starts Spark."""
+    it, after the lease is held, so a run refused by the lease never starts Spark (on the DuckDB
+    engine it is never called)."""
     run_id = new_run_id()
     grace = int(options.grace.total_seconds())
     layout = StoreLayout(config)
 
-    def planned() -> tuple[Any, list[Tally], list[dict[str, Any]], Any]:
-        session = spark() if callable(spark) else spark
+    def planned() -> Any:
         progress(f"classifying {kind.what}")
-        collectable, tallies, ctx = plan_garbage(session, layout, options, kind)
-        bound_to_limit(tallies, options.max_deletes)
-        return collectable, tallies, sample_rows(collectable, options.evidence_rows), ctx
+        plan = _plan(spark, layout, options, kind)
+        bound_to_limit(plan.tallies, options.max_deletes)
+        return plan
 
     if not options.execute:
-        collectable, tallies, sample, ctx = planned()
-        ctx.release()
-        return GcResult(kind.command, run_id, False, grace, tallies, sample, notes=layout.notes(options.endpoints))
+        plan = planned()
+        try:
+            return GcResult(kind.command, run_id, False, grace, plan.tallies, plan.sample(options.evidence_rows),
+                            notes=layout.notes(options.endpoints))
+        finally:
+            plan.release()
 
     def work(lease: Lease, log: RunLog) -> GcResult:
         progress("finishing interrupted runs")
         leftovers = kind.finish_leftovers(layout, log, run_id, options)
-        collectable, tallies, sample, ctx = planned()
+        plan = planned()
         try:
-            if collectable is not None:
-                _apply_in_batches(layout, collectable, tallies, options, run_id, lease, kind, progress)
+            sample = plan.sample(options.evidence_rows)
+            _apply_in_batches(layout, plan, options, run_id, lease, kind, progress)
         finally:
-            ctx.release()
+            plan.release()
         progress("purging what is past the retention")
         purged = kind.purge(layout, options)
-        return GcResult(kind.command, run_id, True, grace, tallies, sample, leftovers, purged,
+        return GcResult(kind.command, run_id, True, grace, plan.tallies, sample, leftovers, purged,
                         notes=layout.notes(options.endpoints))
 
     return run_changing(config, kind.command, run_id, work)
 
 
-def _apply_in_batches(layout: StoreLayout, collectable: Any, tallies: list[Tally], options: GcOptions, run_id: str,
-                      lease: Lease, kind: GcKind, progress: Callable[[str], None]) -> None:
+def _apply_in_batches(layout: StoreLayout, plan: Any, options: GcOptions, run_id: str, lease: Lease, kind: GcKind,
+                      progress: Callable[[str], None]) -> None:
     """At most --max-deletes rows, in endpoint then key order (as `bound_to_limit` counted them),
-    computed once and streamed to the driver in batches of --batch-size, one endpoint per batch;
-    the lease is renewed after each batch."""
-    from pyspark import StorageLevel
-
+    streamed in batches of --batch-size, one endpoint per batch; the lease is renewed after each
+    batch."""
+    tallies = plan.tallies
     by_endpoint = {t.endpoint: t for t in tallies}
-    rows = collectable.orderBy("endpoint", kind.key).limit(options.max_deletes).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        rows.count()
-        batch: list[Any] = []
-        current: str | None = None
-        for row in rows.orderBy("endpoint", kind.key).toLocalIterator():
-            if batch and (row["endpoint"] != current or len(batch) >= options.batch_size):
-                with deferred():  # a signal stops the run between batches, never inside one
-                    kind.apply_batch(layout, current, batch, run_id, options, by_endpoint[current])
-                lease.renew()
-                progress(f"{sum(t.deleted for t in tallies)} {kind.what} removed")
-                batch = []
-            current = row["endpoint"]
-            batch.append(row)
-        if batch:
-            with deferred():
+    batch: list[Any] = []
+    current: str | None = None
+    for row in plan.rows(options.max_deletes):
+        if batch and (row["endpoint"] != current or len(batch) >= options.batch_size):
+            with deferred():  # a signal stops the run between batches, never inside one
                 kind.apply_batch(layout, current, batch, run_id, options, by_endpoint[current])
-    finally:
-        rows.unpersist()
+            lease.renew()
+            progress(f"{sum(t.deleted for t in tallies)} {kind.what} removed")
+            batch = []
+        current = row["endpoint"]
+        batch.append(row)
+    if batch:
+        with deferred():
+            kind.apply_batch(layout, current, batch, run_id, options, by_endpoint[current])
 
 
 def run_changing(config: Config, command: str, run_id: str, work: Callable[[Lease, RunLog], GcResult]) -> GcResult:

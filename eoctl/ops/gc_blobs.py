@@ -240,7 +240,13 @@ def _classes(ctx: Any, name: str) -> Any:
     return blob_classes(ctx, name)
 
 
-KIND = GcKind(COMMAND, "blobs", "name", _classes, ("size", "modified", "reason", "intents"), _quarantine_batch,
+def _class_expr(scope: Any, records: Any, dialect: Any, name: str) -> Any:
+    from eoctl.expr.reconcile import blob_classes
+
+    return blob_classes(scope, records, dialect, name)
+
+
+KIND = GcKind(COMMAND, "blobs", "name", _classes, _class_expr, ("size", "modified", "reason", "intents"), _quarantine_batch,
               finish_leftovers, purge)
 
 

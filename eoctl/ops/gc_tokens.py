@@ -127,7 +127,13 @@ def _classes(ctx: Any, name: str) -> Any:
     return token_classes(ctx, name)
 
 
-KIND = GcKind(COMMAND, "tokens", "token_id", _classes,
+def _class_expr(scope: Any, records: Any, dialect: Any, name: str) -> Any:
+    from eoctl.expr.reconcile import token_classes
+
+    return token_classes(scope, records, dialect, name)
+
+
+KIND = GcKind(COMMAND, "tokens", "token_id", _classes, _class_expr,
               ("message_id", "created_at", "reason", "intents"), _delete_batch, finish_leftovers, purge)
 
 

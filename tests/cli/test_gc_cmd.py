@@ -20,9 +20,13 @@ def chaos(tmp_path: Path) -> Path:
     return tmp_path / "chaos" / "eoctl.toml"
 
 
+ENGINES = pytest.mark.parametrize("engine", [[], ["--engine", "duckdb"]], ids=["spark", "duckdb"])
+
+
 @pytest.mark.integration
-def test_reconcile_tokens_json_counts_every_class(spark_jars: Path, chaos: Path) -> None:
-    result = run_eoctl("--config", str(chaos), "--format", "json", "reconcile-tokens", "--grace", "0s",
+@ENGINES
+def test_reconcile_tokens_json_counts_every_class(spark_jars: Path, chaos: Path, engine: list[str]) -> None:
+    result = run_eoctl("--config", str(chaos), *engine, "--format", "json", "reconcile-tokens", "--grace", "0s",
                        env={"EOCTL_JARS_DIR": str(spark_jars)})
     assert result.code == 0, result.stderr[-2000:]
     report = json.loads(result.stdout)
@@ -35,9 +39,11 @@ def test_reconcile_tokens_json_counts_every_class(spark_jars: Path, chaos: Path)
 
 
 @pytest.mark.integration
-def test_gc_tokens_cron_run_one_json_line_and_metrics(spark_jars: Path, chaos: Path, tmp_path: Path) -> None:
+@ENGINES
+def test_gc_tokens_cron_run_one_json_line_and_metrics(spark_jars: Path, chaos: Path, tmp_path: Path,
+                                                      engine: list[str]) -> None:
     metrics = tmp_path / "textfile" / "eoctl_gc_tokens.prom"
-    result = run_eoctl("--config", str(chaos), "--format", "json", "gc-tokens", "--grace", "0s", "--execute",
+    result = run_eoctl("--config", str(chaos), *engine, "--format", "json", "gc-tokens", "--grace", "0s", "--execute",
                        "--metrics-file", str(metrics), env={"EOCTL_JARS_DIR": str(spark_jars)})
     assert result.code == 0, result.stderr[-2000:]
     assert len(result.stdout.strip().splitlines()) == 1
@@ -51,10 +57,15 @@ def test_gc_tokens_cron_run_one_json_line_and_metrics(spark_jars: Path, chaos: P
     for line in text.splitlines():  # every sample line is `name{labels} value`
         assert line.startswith("#") or re.fullmatch(r"eoctl_gc_tokens_[a-z_]+(\{endpoint=\"\w+\"\})? [\d.]+", line)
 
+    # run twice: nothing left to do
+    again = run_eoctl("--config", str(chaos), *engine, "--format", "json", "gc-tokens", "--grace", "0s", "--execute",
+                      env={"EOCTL_JARS_DIR": str(spark_jars)})
+    assert again.code == 0 and (json.loads(again.stdout)["planned"], json.loads(again.stdout)["deleted"]) == (0, 0)
+
     # a failing run keeps the last success time and says it failed
     broken = chaos.parent / "broken.toml"
     broken.write_text(chaos.read_text().replace('path = "state.duckdb"', 'path = "missing.duckdb"'))
-    failed = run_eoctl("--config", str(broken), "gc-tokens", "--execute", "--metrics-file", str(metrics),
+    failed = run_eoctl("--config", str(broken), *engine, "gc-tokens", "--execute", "--metrics-file", str(metrics),
                        env={"EOCTL_JARS_DIR": str(spark_jars)})
     assert failed.code == 3 and "Traceback" not in failed.stderr
     after = metrics.read_text()

@@ -4,6 +4,7 @@ classifies every token alike."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -35,9 +36,25 @@ def _classes(report) -> tuple[dict, list]:
                                  for e in report.evidence)
 
 
-def _both_reconciled(spark, config) -> tuple[tuple, tuple]:
-    import datetime as dt
+def _both_planned(spark, config_path) -> tuple[dict, dict]:
+    """gc-tokens' and gc-blobs' plans (tallies, every planned row) on each engine."""
+    import dataclasses
 
+    from eoctl.ops import gc_blobs, gc_tokens
+    from eoctl.ops.common import GcOptions
+
+    options = GcOptions(grace=dt.timedelta(0), now=settled().now, evidence_rows=100_000)
+    out: tuple[dict, dict] = ({}, {})
+    for side, (session, config) in enumerate([(spark, load_config(config_path)),
+                                              (None, load_config(config_path, overrides={"kind": "duckdb"}))]):
+        for plan in (gc_tokens.gc_tokens, gc_blobs.gc_blobs):
+            result = plan(session, config, options)
+            out[side][result.command] = ([dataclasses.astuple(t) for t in result.tallies],
+                                         sorted(json.dumps(r, sort_keys=True) for r in result.sample))
+    return out
+
+
+def _both_reconciled(spark, config) -> tuple[tuple, tuple]:
     from eoctl.ops.reconcile import run_reconcile, run_reconcile_duckdb
 
     args = {"grace": dt.timedelta(hours=1), "now": settled().now, "evidence_rows": 100_000}
@@ -53,6 +70,9 @@ def test_duckdb_finds_what_spark_finds_on_the_chaos_sample(spark) -> None:
     on_spark, on_duckdb = _both_reconciled(spark, config)
     assert on_duckdb == on_spark
     assert on_spark[0]["shipping"]["garbage"] == 1 and on_spark[0]["billing"]["referenced"] == 2
+    planned_spark, planned_duckdb = _both_planned(spark, CHAOS / "eoctl.toml")
+    assert planned_duckdb == planned_spark
+    assert all(rows for _tallies, rows in planned_spark.values())  # a token and a blob to collect
 
 
 @pytest.mark.parametrize("layout", ["postgres-shared", "duckdb-without-intents"])
@@ -82,3 +102,6 @@ def test_duckdb_finds_what_spark_finds_and_the_ground_truth_on_a_generated_state
     assert on_duckdb == on_spark
     # every class but young (the generator's tokens are all old) appears
     assert all(on_spark[0]["billing"][c] for c in ("live", "referenced", "leaked", "garbage", "missing"))
+    planned_spark, planned_duckdb = _both_planned(spark, tmp_path / "state" / "eoctl.toml")
+    assert planned_duckdb == planned_spark
+    assert len(planned_spark["gc-tokens"][1]) == truth["codes"]["EO201"]["count"]
