@@ -124,6 +124,7 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=1_000_000)
     parser.add_argument("--work", type=Path, default=Path("/tmp/eoctl-gc-bench"))
     parser.add_argument("--jars", default=os.environ.get("EOCTL_JARS_DIR"))
+    parser.add_argument("--engines", default="duckdb,spark")
     args = parser.parse_args()
 
     start = time.monotonic()
@@ -133,23 +134,26 @@ def main() -> int:
                 "young": truth["young"]}
 
     env = {**os.environ, **({"EOCTL_JARS_DIR": args.jars} if args.jars else {})}
-    cmd = [sys.executable, "-m", "eoctl", "--config", str(args.work / "eoctl.toml"), "--format", "json",
-           "gc-tokens", "--max-deletes", str(args.tokens)]
-    e_time, e_rss, code, stdout, stderr = run_measured(cmd, env, REPO)
-    if code != 0:
-        raise RuntimeError(f"eoctl gc-tokens failed ({code}): {stderr[-2000:]}")
-    plan = json.loads(stdout)
-    e_ok = (plan["garbage"], plan["planned"]) == (expected["garbage"], expected["garbage"])
+    rows = []
+    for engine in args.engines.split(","):
+        cmd = [sys.executable, "-m", "eoctl", "--config", str(args.work / "eoctl.toml"), "--engine", engine,
+               "--format", "json", "gc-tokens", "--max-deletes", str(args.tokens)]
+        e_time, e_rss, code, stdout, stderr = run_measured(cmd, env, REPO)
+        if code != 0:
+            raise RuntimeError(f"eoctl gc-tokens failed ({code}): {stderr[-2000:]}")
+        plan = json.loads(stdout)
+        e_ok = (plan["garbage"], plan["planned"]) == (expected["garbage"], expected["garbage"])
+        rows.append((f"eoctl --engine {engine} gc-tokens plan", e_time, e_rss, e_ok))
     d_time, d_counts = run_duckdb(args.work)
     import resource
 
     d_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rows.append(("DuckDB SQL, same files", d_time, d_rss, d_counts == expected))
     print(f"\n{args.tokens:,} tokens, {os.cpu_count()} cores")
     print(f"{'contender':44} {'wall s':>8} {'peak RSS MiB':>13} {'matches truth':>14}")
-    print(f"{'eoctl gc-tokens plan (Spark local[*])':44} {e_time:8.1f} {e_rss / 2**20:13.0f} {str(e_ok):>14}")
-    print(f"{'DuckDB SQL, same files':44} {d_time:8.1f} {d_rss / 2**20:13.0f} {str(d_counts == expected):>14}")
-    return 0 if e_ok and d_counts == expected else 1
-
+    for name, wall, rss, ok in rows:
+        print(f"{name:44} {wall:8.1f} {rss / 2**20:13.0f} {str(ok):>14}")
+    return 0 if all(ok for *_, ok in rows) else 1
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -130,10 +130,11 @@ def protocol_view(con: duckdb.DuckDBPyConnection, view: str, records: str, names
 
 
 def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[str] | None = None,
-                       options=None) -> None:
-    """The audit's working copy of every audited input, as table `records` (eoctl.expr.records):
-    read once, kept in the run's database (spilling to disk past `memory_limit`). `options`
-    (AuditOptions): only its ranges, and records at or after `since` and before `until`."""
+                       options=None, keep: bool = True) -> None:
+    """The audit's working copy of every audited input, as `records` (eoctl.expr.records): read
+    once, kept in the run's database (spilling to disk past `memory_limit`); with `keep` false a
+    view (one query reads it: only its columns are decoded). `options` (AuditOptions): only its
+    ranges, and records at or after `since` and before `until`."""
     import pyarrow as pa
 
     from eoctl.expr import Dialect, compile_sql
@@ -163,10 +164,10 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     con.execute("CREATE OR REPLACE TABLE commits AS SELECT * FROM commits_arrow")
     con.unregister("commits_arrow")
     sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb), Dialect.duckdb)
-    con.execute(f"CREATE OR REPLACE TABLE records AS {sql}")
+    con.execute(f"CREATE OR REPLACE {'TABLE' if keep else 'VIEW'} records AS {sql}")
     # an archive's log start is the first offset it holds (of every record, usable or not)
-    con.execute('CREATE OR REPLACE TABLE log_starts AS SELECT endpoint AS ep, topic, partition, '
-                'min("offset") AS log_start FROM records GROUP BY ALL')
+    con.execute(f"CREATE OR REPLACE {'TABLE' if keep else 'VIEW'} log_starts AS SELECT endpoint AS ep, topic, "
+                'partition, min("offset") AS log_start FROM records GROUP BY ALL')
 
 
 def _record_filter(options) -> str:

@@ -34,15 +34,17 @@ if TYPE_CHECKING:
 
 
 def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOptions, step: Callable[[str], None],
-                *, sinks: bool = True, blobs: bool = False, hashed: bool = False, layout=None) -> Scope:
+                *, sinks: bool = True, blobs: bool = False, hashed: bool = False, layout=None,
+                keep_records: bool = True) -> Scope:
     """Make the tables of eoctl.expr.inputs views of `con`: the records of every audited input,
     the store tables, and (when asked) sinks and blob listings (with the content's sha256 when
-    `hashed`); the scope that describes them. `layout`: the run's StoreLayout, when it has one."""
+    `hashed`); the scope that describes them. `layout`: the run's StoreLayout, when it has one;
+    `keep_records`: computed once into the run's database (many checks read them), else a view."""
     from eoctl.stores.layout import StoreLayout
 
     scope = _scope(config, options)
     step("reading the records of every input")
-    build_working_copy(con, config, list(scope.endpoints), options)
+    build_working_copy(con, config, list(scope.endpoints), options, keep=keep_records)
     scope.layout = layout or StoreLayout(config)
     step("reading the store tables")
     copies: dict[tuple[str, str], str] = {}
@@ -227,7 +229,9 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
             selects = ["SELECT " + ", ".join(f"CAST(NULL AS {v}) AS {_ident(c)}" for c, v in types.items())
                        + " WHERE false"]
         try:
-            con.execute(f"CREATE OR REPLACE TABLE {kind} AS " + " UNION ALL ".join(selects))
+            # a view over the run's Parquet copies: each check reads only the columns it needs
+            con.execute(f"CREATE OR REPLACE VIEW {kind} AS " + " UNION ALL ".join(selects))
+            con.execute(f"SELECT * FROM {kind} LIMIT 0").fetchall()  # a column of the wrong type fails here
         except duckdb.Error as exc:  # a column of the wrong type
             raise SourceError(f"the {kind} tables cannot be read: {str(exc).splitlines()[0][:300]}") from None
     return present

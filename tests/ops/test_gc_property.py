@@ -46,9 +46,9 @@ def _described(keys: set[str], truth: dict[str, tuple[Cell, Item]]) -> str:
     return "; ".join(f"{k}: {truth[k]}" for k in sorted(keys)[:10]) + (" ..." if len(keys) > 10 else "")
 
 
-def _check_gc(spark, folder: Path, cells: list[Cell]) -> None:
+def _check_gc(spark, folder: Path, cells: list[Cell], engine: str = "spark") -> None:
     state = write_state(folder, cells, NOW)
-    config = load_config(state.config_path)
+    config = load_config(state.config_path, overrides={"kind": engine})
     # --max-deletes above the number of items: one run collects all of the garbage
     options = GcOptions(grace=GRACE, now=NOW, execute=True, batch_size=BATCH, max_deletes=len(cells) * 3)
 
@@ -78,9 +78,16 @@ def test_gc_removes_exactly_the_garbage_past_the_grace_period(spark, tmp_path: P
     _check_gc(spark, tmp_path, generated_cells(2_000, seed=0))
 
 
+def test_gc_on_duckdb_removes_exactly_the_garbage_past_the_grace_period(tmp_path: Path) -> None:
+    """The same property on the DuckDB engine, over other cells (a different seed)."""
+    _check_gc(None, tmp_path, generated_cells(2_000, seed=2), engine="duckdb")
+
+
 @pytest.mark.scale
 @pytest.mark.timeout(3600)
-def test_gc_removes_exactly_the_garbage_past_the_grace_period_in_every_cell_shape(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_gc_removes_exactly_the_garbage_past_the_grace_period_in_every_cell_shape(spark, tmp_path: Path,
+                                                                                   engine: str) -> None:
     cells = generated_cells(int(os.environ.get("EOCTL_GC_STATES", "10000")), seed=1)
     assert {shape(c) for c in cells} >= {shape(c) for c in every_shape(random.Random(0))}
-    _check_gc(spark, tmp_path, cells)
+    _check_gc(spark, tmp_path, cells, engine)
