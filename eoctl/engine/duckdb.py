@@ -142,14 +142,29 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     from eoctl.sources import input_committed_offsets
 
     keys = {h: getattr(config.protocol.headers, h) for h in HEADERS}
-    selects, commits = [], []
+    selects, commits, kafka_starts, archived = [], [], [], []
     for name, ep in config.endpoints.items():
         if ep.input is None or (endpoints and name not in endpoints):
             continue
-        if not ep.input.archive:
-            raise SourceError(f"the DuckDB engine does not read live Kafka yet (endpoint {name})",
-                              hint="use the Spark engine (--engine spark) for live topics")
-        read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics)
+        if ep.input.kafka:
+            from eoctl.engine.kafka_reader import read_kafka
+            from eoctl.sources.kafka import partition_offsets
+
+            conn = config.kafka[ep.input.kafka]
+            ranges = options.ranges if options is not None else None
+            mine = [r for r in ranges or [] if r.topic in ep.input.topics]
+            if ranges and not mine:  # --range names only other inputs' topics: none of this one's
+                con.execute(f"CREATE OR REPLACE TABLE {_ident(f'raw_{name}')} AS SELECT "
+                            + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in RECORD_SQL_TYPES.items())
+                            + " WHERE false")
+            else:
+                read_kafka(con, f"raw_{name}", conn, ep.input.topics, ep.input.isolation, mine or None)
+            # a live topic's log start is the broker's
+            kafka_starts += [{"ep": name, "topic": p.topic, "partition": p.partition, "log_start": p.log_start}
+                             for p in partition_offsets(conn, ep.input.topics)]
+        else:
+            read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics)
+            archived.append(name)
         protocol_view(con, f"protocol_{name}", f"raw_{name}", keys)
         selects.append(f"SELECT {repr_sql(name)} AS endpoint, topic, partition, \"offset\", timestamp, "
                        f"{', '.join(HEADERS)} FROM {_ident(f'protocol_{name}')}{_record_filter(options)}")
@@ -159,15 +174,26 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
         selects.append("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in _PROTOCOL_SQL_TYPES.items())
                        + " WHERE false")
     con.execute("CREATE OR REPLACE VIEW protocol AS " + " UNION ALL ".join(selects))
-    con.register("commits_arrow", pa.Table.from_pylist(commits, schema=pa.schema([
-        ("c_endpoint", pa.string()), ("c_topic", pa.string()), ("c_partition", pa.int32()), ("committed", pa.int64())])))
-    con.execute("CREATE OR REPLACE TABLE commits AS SELECT * FROM commits_arrow")
-    con.unregister("commits_arrow")
+    _table_of_rows(con, "commits", commits, pa.schema([
+        ("c_endpoint", pa.string()), ("c_topic", pa.string()), ("c_partition", pa.int32()), ("committed", pa.int64())]))
     sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb), Dialect.duckdb)
     con.execute(f"CREATE OR REPLACE {'TABLE' if keep else 'VIEW'} records AS {sql}")
+    _table_of_rows(con, "kafka_log_starts", kafka_starts, pa.schema([
+        ("ep", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("log_start", pa.int64())]))
     # an archive's log start is the first offset it holds (of every record, usable or not)
+    in_archives = ", ".join(repr_sql(n) for n in archived) or "NULL"
     con.execute(f"CREATE OR REPLACE {'TABLE' if keep else 'VIEW'} log_starts AS SELECT endpoint AS ep, topic, "
-                'partition, min("offset") AS log_start FROM records GROUP BY ALL')
+                f'partition, min("offset") AS log_start FROM records WHERE endpoint IN ({in_archives}) GROUP BY ALL '
+                "UNION ALL SELECT * FROM kafka_log_starts")
+
+
+def _table_of_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], schema) -> None:
+    """A small table of the run's database from Python rows (offsets, broker metadata)."""
+    import pyarrow as pa
+
+    con.register(f"{name}_arrow", pa.Table.from_pylist(rows, schema=schema))
+    con.execute(f"CREATE OR REPLACE TABLE {_ident(name)} AS SELECT * FROM {_ident(name + '_arrow')}")
+    con.unregister(f"{name}_arrow")
 
 
 def _record_filter(options) -> str:

@@ -74,6 +74,8 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
         report.scanned["records"] = con.execute("SELECT count(*) FROM records").fetchall()[0][0]
         report.run["scan"] = {"mode": "full", "new_records": report.scanned["records"], "indexed_records": 0}
         report.notes = scope.layout.notes(list(scope.endpoints))
+        if "EO601" in codes:
+            load_transactions(con, scope)
         records = records_table()
         for code in codes:
             step(f"{code}: {CATALOG[code].title}")
@@ -194,6 +196,29 @@ def _scope(config: Config, options: AuditOptions) -> Scope:
                               f"{ep.input.archive} is {ep.input.archive_format}",
                               hint="use the Spark engine (--engine spark) for JSON archives")
     return scope
+
+
+def load_transactions(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
+    """Table `transactions` (eoctl.expr.inputs.TRANSACTIONS_SCHEMA): what the brokers of the live
+    inputs say of transactions open longer than --transaction-timeout."""
+    import pyarrow as pa
+
+    from eoctl.engine.duckdb import _table_of_rows
+    from eoctl.sources.kafka import hanging_partitions
+
+    rows = []
+    for name, ep in scope.endpoints.items():
+        if ep.input is not None and ep.input.kafka:
+            found = hanging_partitions(scope.config.kafka[ep.input.kafka], ep.input.topics, scope.options.now,
+                                       scope.options.transaction_timeout)
+            rows += [{"ep": name, **dict(zip(_TRANSACTION_COLUMNS, row))} for row in found]
+    _table_of_rows(con, "transactions", rows, pa.schema([
+        ("ep", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("last_stable_offset", pa.int64()),
+        ("high_watermark", pa.int64()), ("first_unstable_timestamp", pa.timestamp("us")), ("age_seconds", pa.int64())]))
+
+
+_TRANSACTION_COLUMNS = ("topic", "partition", "last_stable_offset", "high_watermark", "first_unstable_timestamp",
+                        "age_seconds")
 
 
 # ---------------------------------------------------------------------------------- stores

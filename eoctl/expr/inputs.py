@@ -4,6 +4,7 @@
 - `tokens`, `outbox`, `intents`: every audited endpoint's rows of that store table, with canonical
   column names (eoctl.stores.layout) and `ep`, eoctl's name of the endpoint they were read for;
 - `log_starts`: each input partition's first offset (an archive's lowest, a topic's log start);
+- `transactions`: partitions of live inputs with a hanging transaction (broker metadata);
 - `sink_<i>`, `blobs_<i>`: a sink's rows and a blob prefix's listing (name, size, modified,
   actual_sha256), one per configured sink and blob prefix (Scope.sink_view, Scope.blob_view).
 
@@ -37,6 +38,9 @@ STORE_SCHEMAS = {
                 "attempt_id": "string", "kind": "string", "ref": "string", "created_at": "timestamp"},
 }
 LOG_STARTS_SCHEMA = {"ep": "string", "topic": "string", "partition": "int32", "log_start": "int64"}
+#: partitions of live inputs whose open transaction is older than the timeout (the broker's word)
+TRANSACTIONS_SCHEMA = {"ep": "string", "topic": "string", "partition": "int32", "last_stable_offset": "int64",
+                       "high_watermark": "int64", "first_unstable_timestamp": "timestamp", "age_seconds": "int64"}
 BLOB_LISTING_SCHEMA = {"name": "string", "size": "int64", "modified": "timestamp", "actual_sha256": "string"}
 
 
@@ -46,6 +50,10 @@ def store_table(kind: str) -> ir.Table:
 
 def log_starts_table() -> ir.Table:
     return ibis.table(ibis.schema(LOG_STARTS_SCHEMA), name="log_starts")
+
+
+def transactions_table() -> ir.Table:
+    return ibis.table(ibis.schema(TRANSACTIONS_SCHEMA), name="transactions")
 
 
 @dataclass

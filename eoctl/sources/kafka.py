@@ -7,6 +7,7 @@ stable offset and a consumer group's committed offsets.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -194,3 +195,38 @@ def committed_offsets(conn: KafkaConnection, group: str, topics: list[str]) -> d
             if tp.error is None and tp.offset >= 0:
                 out.setdefault(tp.topic, {})[tp.partition] = tp.offset
     return out
+
+
+def _first_unstable_timestamp(conn: KafkaConnection, topic: str, partition: int, offset: int) -> dt.datetime | None:
+    """Timestamp of the record at the last stable offset: the open transaction's first record."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**client_config(conn), "group.id": "eoctl-audit-probe", "enable.auto.commit": False,
+                         "isolation.level": "read_uncommitted"})
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        msg = consumer.poll(conn.timeout_seconds)
+        if msg is None or msg.error():
+            return None
+        return dt.datetime.fromtimestamp(msg.timestamp()[1] / 1000, dt.timezone.utc)
+    finally:
+        consumer.close()
+
+
+def hanging_partitions(conn: KafkaConnection, topics: list[str], now: dt.datetime,
+                       timeout: dt.timedelta) -> list[tuple]:
+    """(topic, partition, last_stable_offset, high_watermark, first_unstable_timestamp (UTC wall
+    time), age_seconds) of the partitions of `topics` whose last stable offset has stayed behind the
+    high watermark for longer than `timeout`: broker metadata, the same for every engine."""
+    rows = []
+    for p in partition_offsets(conn, topics):
+        if p.last_stable >= p.high_watermark:
+            continue
+        since = _first_unstable_timestamp(conn, p.topic, p.partition, p.last_stable)
+        if since is None:
+            continue
+        age = now - since
+        if age > timeout:
+            rows.append((p.topic, p.partition, p.last_stable, p.high_watermark,
+                         since.replace(tzinfo=None), int(age.total_seconds())))
+    return rows

@@ -12,15 +12,10 @@ import pytest
 from eoctl.audit import run_audit, run_audit_duckdb, select_codes
 from eoctl.config import load_config
 from tests.helpers.chaos import CHAOS, recorded_copy, settled
+from tests.helpers.findings import canonical as _findings
 from tests.helpers.layouts import drop_intents, shared_tables
 
 pytestmark = pytest.mark.integration
-
-
-def _findings(report) -> dict:
-    """(code, endpoint, where) -> (count, every evidence row as sorted JSON)."""
-    return {(f.code, f.endpoint, f.where): (f.count, sorted(json.dumps(r, sort_keys=True) for r in f.evidence))
-            for f in report.findings}
 
 
 def _both(spark, config) -> tuple[dict, dict]:
