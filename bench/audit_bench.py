@@ -29,9 +29,9 @@ from measure import run_measured, with_broker  # noqa: E402
 CODES = ["EO101", "EO102", "EO103", "EO104", "EO105", "EO201", "EO202", "EO203", "EO301", "EO501", "EO502"]
 
 
-def run_eoctl(config: Path, jars: str | None) -> tuple[float, int, dict]:
+def run_eoctl(config: Path, jars: str | None, engine: str = "spark") -> tuple[float, int, dict]:
     env = {**os.environ, **({"EOCTL_JARS_DIR": jars} if jars else {})}
-    args = [sys.executable, "-m", "eoctl", "--config", str(config), "--format", "json", "audit",
+    args = [sys.executable, "-m", "eoctl", "--config", str(config), "--engine", engine, "--format", "json", "audit",
             "--fail-on", "critical", "--evidence-rows", "100", *[a for c in CODES for a in ("--select", c)]]
     elapsed, peak, code, stdout, stderr = run_measured(args, env, REPO)
     if code not in (0, 1):
@@ -124,6 +124,8 @@ def main() -> int:
     ap.add_argument("--kafka", help="bootstrap servers: also run the live-topic comparison")
     ap.add_argument("--jars", default=os.environ.get("EOCTL_JARS_DIR"), help="EOCTL_JARS_DIR for eoctl")
     ap.add_argument("--start-broker", action="store_true", help="run the live-topic comparison on the test bed's broker")
+    ap.add_argument("--engines", default="spark", help="eoctl's engines to run, in order: spark, duckdb or both")
+    ap.add_argument("--memory-limit", help="[engine] memory_limit for the DuckDB engine (e.g. 1.5GB)")
     args = ap.parse_args()
     return with_broker(args, bench)
 
@@ -138,9 +140,16 @@ def bench(args: argparse.Namespace) -> int:
     print(f"generated {truth['records']} records in {time.monotonic() - t:.1f} s", flush=True)
     expected = {c: v["count"] for c, v in truth["codes"].items() if c in CODES and v["count"]}
 
+    config = out / "eoctl.toml"
+    if args.memory_limit:
+        text = config.read_text()
+        assert "[engine]" not in text
+        config.write_text(text + f'\n[engine]\nmemory_limit = "{args.memory_limit}"\n')
     rows = []
-    e_time, e_rss, e_counts = run_eoctl(out / "eoctl.toml", args.jars)
-    rows.append(("eoctl audit (Spark local[*])", e_time, e_rss, e_counts == expected))
+    for engine in args.engines.split(","):
+        e_time, e_rss, e_counts = run_eoctl(config, args.jars, engine)
+        label = "Spark local[*]" if engine == "spark" else f"DuckDB engine, memory_limit {args.memory_limit or 'default'}"
+        rows.append((f"eoctl audit ({label})", e_time, e_rss, e_counts == expected))
     if args.kafka:
         p_time, p_counts = run_plain_kafka(args.kafka, topic)
         topic_expected = {c: n for c, n in expected.items() if c in ("EO101", "EO102", "EO103", "EO105")}
@@ -154,7 +163,8 @@ def bench(args: argparse.Namespace) -> int:
     print(f"{'contender':48} {'wall s':>8} {'peak RSS MiB':>13} {'matches truth':>14}")
     for name, secs, rss, ok in rows:
         print(f"{name:48} {secs:8.1f} {rss / 2**20:13.0f} {str(ok):>14}")
-    print(f"ratio eoctl / baseline: {rows[0][1] / rows[1][1]:.2f}x")
+    for name, secs, _rss, _ok in rows[:-1]:
+        print(f"ratio {name} / baseline: {secs / rows[-1][1]:.2f}x")
     return 0
 
 
