@@ -36,6 +36,10 @@ def _spark_started(tmp_root: Path) -> bool:
     return any(tmp_root.glob("run-*/spark-local/blockmgr-*"))
 
 
+def _duckdb_started(tmp_root: Path) -> bool:
+    return any(tmp_root.glob("run-*/duckdb-engine/*.duckdb"))
+
+
 def _group_gone(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -63,6 +67,30 @@ def test_an_interrupted_audit_says_one_line_and_leaves_nothing(tmp_path: Path, s
     assert list(tmp_root.iterdir()) == []  # the run's folder (Spark's local dirs among it) removed
     assert list(cwd.iterdir()) == []  # no artifacts/, spark-warehouse/ where the operator stood
     assert not (chaos.config_path.parent / "eoctl-history.duckdb").exists()  # no half-recorded run
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_duckdb_audit_says_the_same_line_and_leaves_nothing(tmp_path: Path, signum: int) -> None:
+    """The same on the DuckDB engine, inside its scan of a million records (several seconds)."""
+    from samples.generator import GenSpec, generate
+
+    generate(GenSpec(1_000_000, tmp_path / "state"))
+    config = tmp_path / "state" / "eoctl.toml"
+    cwd, tmp_root = tmp_path / "cwd", tmp_path / "eoctl-tmp"
+    cwd.mkdir()
+    proc = _eoctl(config, cwd, tmp_root, "--engine", "duckdb", "audit")
+    assert wait_until(lambda: _duckdb_started(tmp_root) or proc.poll() is not None, 60, 0.05), "DuckDB never started"
+    time.sleep(1)  # into the scan
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    os.kill(proc.pid, signum)
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 128 + signum
+    assert err.splitlines() == [f"eoctl: interrupted ({signal.Signals(signum).name})"]
+    assert out == ""
+    assert list(tmp_root.iterdir()) == []  # the run's folder (DuckDB's database and spill files) removed
+    assert list(cwd.iterdir()) == []
+    assert not (config.parent / "eoctl-history.duckdb").exists()  # no half-recorded run
 
 
 def test_a_killed_runs_folder_is_removed_by_a_later_run(tmp_path: Path) -> None:
