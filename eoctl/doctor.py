@@ -65,6 +65,7 @@ class _Doctor:
         self.progress = progress
         self.report = DoctorReport()
         self.spark: SparkSession | None = None
+        self.duck = None  # the DuckDB engine's connection, when it is the configured engine
         self.kafka_ok: dict[str, bool] = {}
 
     def add(self, component: str, check: str, status: Status, detail: str, fix: str = "") -> bool:
@@ -83,8 +84,25 @@ class _Doctor:
 
     # ---------------------------------------------------------------------------- engine
 
+    @property
+    def engine_ready(self) -> bool:
+        return self.spark is not None or self.duck is not None
+
     def engine(self) -> None:
         engine = self.config.engine
+        if engine.kind == "duckdb":
+
+            def in_process() -> str:
+                import duckdb
+
+                from eoctl.engine.duckdb import connect
+
+                self.duck = connect(engine.memory_limit)
+                self.duck.execute("SELECT 42").fetchall()
+                return f"DuckDB {duckdb.__version__} in process, memory_limit {engine.memory_limit or 'default'}"
+
+            self.attempt("duckdb", "engine runs a query", in_process, "reinstall eoctl (pip install -e .)")
+            return
         if not engine.remote:
 
             def java() -> str:
@@ -146,6 +164,17 @@ class _Doctor:
 
         self.attempt(component, "consumer-group offsets readable", group, "check input.group and the ACLs for it")
 
+        if self.duck is not None:
+
+            def plan() -> str:
+                from eoctl.engine.kafka_reader import offset_plan
+
+                ranges = offset_plan(conn, source.topics, source.isolation, None)
+                n = sum(end - start for start, end in ranges.values())
+                return f"{len(ranges)} partitions, {n:,} offsets to read ({source.isolation})"
+
+            self.attempt(component, "offsets readable for the DuckDB engine", plan,
+                         "check the topics and the ACLs for them")
         if self.spark is not None:
 
             def connector() -> str:
@@ -169,12 +198,18 @@ class _Doctor:
         if not Path(source.archive).exists() and "://" not in source.archive:
             self.add(component, "topic archive readable", Status.FAIL, f"{source.archive} does not exist",
                      "fix input.archive")
-        elif self.spark is None:
-            self.add(component, "topic archive readable", Status.SKIP, "needs a Spark session")
+        elif not self.engine_ready:
+            self.add(component, "topic archive readable", Status.SKIP, "needs the engine")
         else:
 
             def readable() -> str:
-                read_archive(self.spark, source.archive, source.archive_format, source.topics).schema
+                if self.duck is not None:
+                    from eoctl.engine.duckdb import read_archive as read_on_duckdb
+
+                    read_on_duckdb(self.duck, f"doctor_{ep_name}", source.archive, source.archive_format,
+                                   source.topics)
+                else:
+                    read_archive(self.spark, source.archive, source.archive_format, source.topics).schema
                 return f"{source.archive_format} records of {', '.join(source.topics)} in {source.archive}"
 
             self.attempt(
@@ -212,6 +247,13 @@ class _Doctor:
                 fix = "check the path" if isinstance(store, DuckDBStore) else "check host, port, credentials and that the server runs"
                 self.add(component, "reachable", Status.FAIL, exc.one_line(), fix)
                 continue
+            if self.duck is not None and expected.get(name):
+                table = expected[name][0][0]
+                how = "its snapshot" if isinstance(store, DuckDBStore) else "it through ADBC"
+                self.attempt(component, f"the DuckDB engine reads {how}",
+                             lambda store=store, table=table: self._read(store, table),
+                             "check that eoctl's temporary folder ($EOCTL_TMPDIR) is writable" if isinstance(
+                                 store, DuckDBStore) else "check the server and the adbc-driver-postgresql package")
             if self.spark is not None and expected.get(name):
                 table = expected[name][0][0]
                 if isinstance(store, DuckDBStore):
@@ -261,8 +303,11 @@ class _Doctor:
                      f"right if the table is {users[0]}'s alone; if it is shared, map {owner}.columns.{OWNER[kind]}")
 
     def _read(self, store, table: str) -> str:
-        from eoctl.sources.tables import read_store_table
+        from eoctl.sources.tables import duckdb_snapshot, postgres_snapshot, read_store_table
 
+        if self.duck is not None:
+            (duckdb_snapshot if isinstance(store, DuckDBStore) else postgres_snapshot)(store, table)
+            return f"{table} copied" + ("" if isinstance(store, DuckDBStore) else " through ADBC")
         read_store_table(self.spark, store, table).schema
         return f"{table} schema read" + ("" if isinstance(store, DuckDBStore) else " through JDBC")
 
@@ -308,33 +353,42 @@ class _Doctor:
 
         for sink in ep.sinks:
             component = f"endpoints.{ep_name}.sinks.{sink.name}"
-            if self.spark is None:
-                self.add(component, "readable", Status.SKIP, "needs a Spark session")
+            if not self.engine_ready:
+                self.add(component, "readable", Status.SKIP, "needs the engine")
                 continue
 
             def readable(sink=sink) -> str:
-                df = read_table(self.spark, self.config, sink)
+                if self.duck is not None:
+                    from eoctl.engine.duckdb_audit import read_sink
+
+                    columns = list(read_sink(self.duck, self.config, sink, "doctor_sink", {}, check_columns=False))
+                else:
+                    columns = read_table(self.spark, self.config, sink).columns
                 needed = [sink.message_id_column, *sink.key_columns, *sink.value_columns,
                           *([sink.watermark_column] if sink.watermark_column else [])]
-                missing = [c for c in needed if c not in df.columns]
+                missing = [c for c in needed if c not in columns]
                 if missing:
                     raise EoctlError(f"sink lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
-                return f"{len(df.columns)} columns, {sink.message_id_column} present"
+                return f"{len(columns)} columns, {sink.message_id_column} present"
 
             self.attempt(component, "readable with its columns", readable,
                          "fix the sink's path/table or its message_id_column/key_columns")
 
     def run(self) -> DoctorReport:
-        self.engine()
-        self.kafka()
-        for ep_name, ep in self.config.endpoints.items():
-            if ep.input is not None:
-                (self.live_input if ep.input.kafka else self.archive_input)(ep_name, ep.input)
-        self.stores()
-        for ep_name, ep in self.config.endpoints.items():
-            if ep.blobs:
-                self.blobs(ep_name, ep)
-            self.sinks(ep_name, ep)
+        try:
+            self.engine()
+            self.kafka()
+            for ep_name, ep in self.config.endpoints.items():
+                if ep.input is not None:
+                    (self.live_input if ep.input.kafka else self.archive_input)(ep_name, ep.input)
+            self.stores()
+            for ep_name, ep in self.config.endpoints.items():
+                if ep.blobs:
+                    self.blobs(ep_name, ep)
+                self.sinks(ep_name, ep)
+        finally:
+            if self.duck is not None:
+                self.duck.close()
         return self.report
 
 

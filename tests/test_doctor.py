@@ -24,15 +24,20 @@ def _rows(report) -> dict[tuple[str, str], tuple[Status, str]]:
     return {(r.component, r.check): (r.status, r.detail) for r in report.results}
 
 
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
 @pytest.mark.parametrize("sample", ["basic", "chaos"])
-def test_doctor_is_green_on_the_sample_configurations(spark_jars: Path, sample: str) -> None:
-    result = run_eoctl("--config", str(REPO / "samples" / sample / "eoctl.toml"), "--format", "json", "doctor",
-                       env={"EOCTL_JARS_DIR": str(spark_jars)})
+def test_doctor_is_green_on_the_sample_configurations(spark_jars: Path, sample: str, engine: str) -> None:
+    result = run_eoctl("--config", str(REPO / "samples" / sample / "eoctl.toml"), "--engine", engine, "--format",
+                       "json", "doctor", env={"EOCTL_JARS_DIR": str(spark_jars)})
     assert result.code == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] is True and report["counts"]["fail"] == 0 and report["counts"]["skip"] == 0
     checks = {(c["component"], c["check"]) for c in report["checks"]}
-    assert ("spark", "session starts and runs a job") in checks
+    if engine == "spark":
+        assert ("spark", "session starts and runs a job") in checks
+    else:  # no JVM: the engine's own rows instead of Java's and Spark's
+        assert ("duckdb", "engine runs a query") in checks and not any(c[0] in ("java", "spark") for c in checks)
+        assert ("endpoints.billing.input", "topic archive readable") in checks
     if sample == "basic":
         assert ("stores.state", "table eo_tokens (endpoints.billing.tokens)") in checks
         assert ("endpoints.billing.sinks.invoices", "readable with its columns") in checks
@@ -117,6 +122,9 @@ def test_missing_sink_column_and_blob_prefix(spark, sample_copy: Path) -> None:
     rows = _rows(run_doctor(load_config(sample_copy / "eoctl.toml"), lambda: spark))
     assert rows[("endpoints.billing.sinks.invoices", "readable with its columns")] == (
         Status.FAIL, "sink lacks columns order_no, ingested_at")
+    on_duckdb = _rows(run_doctor(load_config(sample_copy / "eoctl.toml", overrides={"kind": "duckdb"}), pytest.fail))
+    assert on_duckdb[("endpoints.billing.sinks.invoices", "readable with its columns")] == (
+        Status.FAIL, "sink lacks columns order_no, ingested_at")
     status, detail = rows[("endpoints.billing.blobs", "blob prefix listable")]
     assert status is Status.FAIL and "does not exist" in detail
 
@@ -175,6 +183,14 @@ def test_live_kafka_and_postgres_then_kafka_stopped(spark, postgres, tmp_path: P
             Status.OK, "group billing: 1 partition with committed offsets")
         assert rows[("endpoints.billing.input", "Spark Kafka connector loads")][0] is Status.OK
         assert rows[("stores.pg", "Spark reads it through JDBC")][0] is Status.OK
+        on_duckdb = run_doctor(load_config(path, overrides={"kind": "duckdb"},
+                                           environ={"EOCTL_TEST_PGPASSWORD": postgres.password}), pytest.fail)
+        assert on_duckdb.ok, [r for r in on_duckdb.results if r.status is not Status.OK]
+        rows = _rows(on_duckdb)
+        assert rows[("endpoints.billing.input", "offsets readable for the DuckDB engine")] == (
+            Status.OK, "2 partitions, 1 offsets to read (read_committed)")
+        assert rows[("stores.pg", "the DuckDB engine reads it through ADBC")] == (
+            Status.OK, "eo_tokens copied through ADBC")
     finally:
         broker.stop()
 

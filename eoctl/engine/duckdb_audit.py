@@ -283,8 +283,9 @@ def _snapshot(copies: dict[tuple[str, str], str], store, table: str) -> str:
 
 
 def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, view: str,
-              copies: dict[tuple[str, str], str]):
-    """Make `view` the sink's rows; its Ibis schema."""
+              copies: dict[tuple[str, str], str], check_columns: bool = True):
+    """Make `view` the sink's rows; its Ibis schema. `check_columns`: a configured column the sink
+    lacks is a SourceError naming the columns there are."""
     import duckdb
     import ibis
     from ibis.backends.sql.datatypes import DuckDBType
@@ -313,7 +314,7 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
     except duckdb.Error as exc:  # unreadable files
         raise SourceError(f"sink {sink.name} cannot be read: {str(exc).splitlines()[0][:300]}") from None
     columns = {row[0]: DuckDBType.from_string(row[1]) for row in described}
-    for needed in [sink.message_id_column, *sink.key_columns, *(sink.value_columns or [])]:
+    for needed in [sink.message_id_column, *sink.key_columns, *(sink.value_columns or [])] if check_columns else []:
         if needed not in columns:
             raise SourceError(f"sink {sink.name} has no column {needed!r}",
                               hint=f"columns: {', '.join(columns)}")
