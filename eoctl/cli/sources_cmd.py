@@ -37,7 +37,7 @@ def scan(
         typer.Option("--range", help="read only TOPIC:PARTITION[:START[:END]] (END exclusive); repeatable"),
     ] = None,
 ) -> int:
-    """Read an endpoint's input with Spark and print, per partition: records, offsets, the committed
+    """Read an endpoint's input (on the chosen engine) and print, per partition: records, offsets, the committed
     offset, records in flight, records carrying the protocol headers, distinct message ids."""
     from eoctl.report.terminal import render_summary
     from eoctl.sources.summary import summarize_input
@@ -50,10 +50,18 @@ def scan(
     source = config.endpoint(endpoint).input
     check_ranges([source] if source else [], offset_ranges)
     with progress(not app_ctx.json) as step:
-        step("starting Spark")
-        spark = app_ctx.spark()
-        step(f"reading {endpoint}'s input")
-        summary = summarize_input(spark, config, endpoint, offset_ranges or None)
+        if config.engine.kind == "duckdb":
+            from eoctl.config import paths
+            from eoctl.sources.summary import summarize_input_duckdb
+
+            paths.require_paths(config)
+            step(f"reading {endpoint}'s input")
+            summary = summarize_input_duckdb(config, endpoint, offset_ranges or None)
+        else:
+            step("starting Spark")
+            spark = app_ctx.spark()
+            step(f"reading {endpoint}'s input")
+            summary = summarize_input(spark, config, endpoint, offset_ranges or None)
     if app_ctx.json:
         emit_json(summary.to_dict())
     else:

@@ -1,6 +1,7 @@
 """What eoctl sees of an endpoint's input: per-partition counts, offsets and protocol coverage.
 
-One Spark aggregation over the records; only one row per partition reaches the driver.
+One aggregation over the records (Spark, or DuckDB: eoctl.expr.summary); only one row per
+partition reaches the driver.
 """
 
 from __future__ import annotations
@@ -50,17 +51,48 @@ class InputSummary:
         }
 
 
-def summarize_input(
-    spark: SparkSession, config: Config, endpoint: str, ranges: list[OffsetRange] | None = None
-) -> InputSummary:
-    from pyspark.sql import functions as F
-
+def _input_of(config: Config, endpoint: str):
     ep = config.endpoint(endpoint)
     if ep.input is None:
         from eoctl.errors import UsageError
 
         raise UsageError(f"endpoint {endpoint!r} has no [endpoints.{endpoint}.input] configured")
-    source = ep.input
+    return ep.input
+
+
+def _summary(endpoint: str, source, partitions: list[PartitionSummary]) -> InputSummary:
+    kind = f"kafka {source.kafka}" if source.kafka else f"archive {source.archive}"
+    return InputSummary(endpoint, kind, source.isolation if source.kafka else None, partitions)
+
+
+def summarize_input_duckdb(config: Config, endpoint: str, ranges: list[OffsetRange] | None = None) -> InputSummary:
+    """The same summary on the DuckDB engine (eoctl.expr.summary), in process."""
+    from eoctl.checks.context import AuditOptions
+    from eoctl.engine.duckdb import build_working_copy, connect
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.records import commits_table, protocol_table
+    from eoctl.expr.summary import partition_stats
+
+    source = _input_of(config, endpoint)
+    committed = input_committed_offsets(config, source)
+    con = connect(config.engine.memory_limit)
+    try:
+        build_working_copy(con, config, [endpoint], AuditOptions(ranges=ranges), keep=False)
+        sql = compile_sql(partition_stats(protocol_table(), commits_table()), Dialect.duckdb)
+        rows = con.sql(sql).to_arrow_table().to_pylist()  # one row per partition
+    finally:
+        con.close()
+    return _summary(endpoint, source, [
+        PartitionSummary(committed_offset=committed.get(r["topic"], {}).get(r["partition"]),
+                         **{k: v for k, v in r.items()}) for r in rows])
+
+
+def summarize_input(
+    spark: SparkSession, config: Config, endpoint: str, ranges: list[OffsetRange] | None = None
+) -> InputSummary:
+    from pyspark.sql import functions as F
+
+    source = _input_of(config, endpoint)
     committed = input_committed_offsets(config, source)
     df = read_input(spark, config, source, ranges)
 
@@ -99,5 +131,4 @@ def summarize_input(
         )
         for r in stats.orderBy("topic", "partition").collect()  # one row per partition
     ]
-    kind = f"kafka {source.kafka}" if source.kafka else f"archive {source.archive}"
-    return InputSummary(endpoint, kind, source.isolation if source.kafka else None, partitions)
+    return _summary(endpoint, source, partitions)

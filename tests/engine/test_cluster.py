@@ -53,6 +53,16 @@ def _scan(live_config: Path, spark_jars: Path, *engine_flags: str) -> dict:
     return json.loads(result.stdout)
 
 
+def test_same_read_on_the_duckdb_engine(live_config: Path, spark_jars: Path, local_summary: dict) -> None:
+    """confluent-kafka into DuckDB instead of Spark's Kafka source: the same summary."""
+    assert _scan(live_config, spark_jars, "--engine", "duckdb") == local_summary
+    ranged = run_eoctl("--engine", "duckdb", "--config", str(live_config), "--format", "json", "sources", "scan",
+                       "billing", "--range", f"{local_summary['partitions'][0]['topic']}:0:5:25")
+    assert ranged.code == 0, ranged.stderr
+    [part] = json.loads(ranged.stdout)["partitions"]
+    assert (part["partition"], part["records"], part["first_offset"], part["last_offset"]) == (0, 20, 5, 24)
+
+
 def _started(server, what: str):
     try:
         server.start()
