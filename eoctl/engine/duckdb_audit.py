@@ -177,8 +177,8 @@ class DuckDBGarbagePlan:
         """At most `limit` rows, in endpoint then key order, fetched batch by batch."""
         if self.empty:
             return
-        reader = self.con.execute(f"SELECT * FROM collectable ORDER BY endpoint, {_ident(self.key)} "
-                                  f"LIMIT {int(limit)}").to_arrow_reader(batch_size=10_000)
+        reader = self.con.sql(f"SELECT * FROM collectable ORDER BY endpoint, {_ident(self.key)} "
+                              f"LIMIT {int(limit)}").to_arrow_reader(batch_size=10_000)
         for batch in reader:
             yield from batch.to_pylist()
 
@@ -403,7 +403,7 @@ def _write_masked(con: duckdb.DuckDBPyConnection, path: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    reader = con.execute("SELECT * FROM evidence").to_arrow_reader(batch_size=65_536)
+    reader = con.sql("SELECT * FROM evidence").to_arrow_reader(batch_size=65_536)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     tmp = f"{path}.partial"
     with pq.ParquetWriter(tmp, reader.schema) as writer:
