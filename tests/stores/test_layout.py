@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from eoctl.audit import run_audit, select_codes
+from eoctl.audit import run_audit_duckdb, select_codes
 from eoctl.config import load_config
 from eoctl.ops import gc_tokens
 from eoctl.ops.common import GcOptions
-from eoctl.ops.reconcile import run_reconcile
+from eoctl.ops.reconcile import run_reconcile_duckdb
 from eoctl.ops.replay import ReplayOptions, replay
 from eoctl.report.findings import Severity
 from eoctl.stores.layout import StoreLayout
@@ -47,9 +47,20 @@ def _findings(report, folder: Path, drop: set[str] = frozenset()) -> dict[tuple,
         for row in f.evidence) for f in report.findings}
 
 
-def _plans(spark, config) -> dict[str, object]:
-    reconcile = run_reconcile(spark, config, grace=dt.timedelta(0), now=NOW)
-    gc = gc_tokens.gc_tokens(spark, config, GcOptions(grace=dt.timedelta(0), now=NOW))
+def _on_duckdb(path: Path, environ: dict[str, str] | None = None):
+    """The configuration at `path` on the DuckDB engine: these tests compare layouts, and
+    tests/expr/test_engine_parity.py holds the engines equal on them (shared PostgreSQL tables, no
+    intents) and on the per-schema sample."""
+    return load_config(path, overrides={"kind": "duckdb"}, environ=environ or {})
+
+
+def _audit(config):
+    return run_audit_duckdb(config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
+
+
+def _plans(config) -> dict[str, object]:
+    reconcile = run_reconcile_duckdb(config, grace=dt.timedelta(0), now=NOW)
+    gc = gc_tokens.gc_tokens(None, config, GcOptions(grace=dt.timedelta(0), now=NOW))
     stuck = replay(config, ReplayOptions(stuck_after=dt.timedelta(0), now=NOW))
     return {
         "reconcile": (reconcile.counts, sorted((e.endpoint, e.cls, e.count, sorted(
@@ -67,34 +78,35 @@ def _trace_agrees(spark, config, report) -> None:
 
 
 @pytest.fixture(scope="module")
-def per_schema(spark) -> dict[str, object]:
+def per_schema() -> dict[str, object]:
     """The recorded sample as recorded (a schema per endpoint): what every layout must give."""
-    config = load_config(CHAOS / "eoctl.toml")
-    report = run_audit(spark, config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
-    return {"findings": _findings(report, CHAOS), "worst": report.worst(), **_plans(spark, config)}
+    config = _on_duckdb(CHAOS / "eoctl.toml")
+    report = _audit(config)
+    return {"findings": _findings(report, CHAOS), "worst": report.worst(), **_plans(config)}
 
 
 @pytest.mark.parametrize("kind", ["duckdb", "postgres"])
-def test_shared_tables_name_each_row_under_its_own_endpoint_once(spark, per_schema, request, tmp_path: Path,
+def test_shared_tables_name_each_row_under_its_own_endpoint_once(per_schema, request, tmp_path: Path,
                                                                   kind: str) -> None:
     postgres = request.getfixturevalue("postgres") if kind == "postgres" else None
     shared = shared_tables(recorded_copy(tmp_path), kind, postgres)
-    layout = StoreLayout(shared.config)
+    config = _on_duckdb(shared.config_path, shared.environ)
+    layout = StoreLayout(config)
     assert {(t.endpoint, t.owner_column, t.shared) for t in layout.tables("outbox")} == {
         ("shop", "endpoint", True), ("billing", "endpoint", True), ("shipping", "endpoint", True)}
 
-    report = run_audit(spark, shared.config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
+    report = _audit(config)
     assert _findings(report, shared.config_path.parent) == per_schema["findings"]
     if kind == "postgres":
-        _trace_agrees(spark, shared.config, report)
+        _trace_agrees(request.getfixturevalue("spark"), shared.config, report)  # trace runs on Spark
     entries = store_rows(shared, "select count(*) from shared.eo_outbox")[0][0]
     assert sum(f.count for f in report.findings if f.code == "EO301") == entries  # each pending entry once
-    assert _plans(spark, shared.config) == {k: per_schema[k] for k in ("reconcile", "gc-tokens", "replay-outbox")}
+    assert _plans(config) == {k: per_schema[k] for k in ("reconcile", "gc-tokens", "replay-outbox")}
 
     # gc of billing alone: the garbage token in the shared table is shipping's, so nothing of it goes
     garbage = {r[0] for r in store_rows(shared, "select token_id from shared.eo_tokens")}
-    billing = gc_tokens.gc_tokens(spark, shared.config, GcOptions(grace=dt.timedelta(0), execute=True,
-                                                                  endpoints=["billing"]))
+    billing = gc_tokens.gc_tokens(None, config, GcOptions(grace=dt.timedelta(0), execute=True,
+                                                          endpoints=["billing"]))
     assert billing.totals()["deleted"] == 0
     assert {r[0] for r in store_rows(shared, "select token_id from shared.eo_tokens")} == garbage
     # ... and the guarded delete itself never takes another endpoint's row, even when asked to
@@ -103,12 +115,12 @@ def test_shared_tables_name_each_row_under_its_own_endpoint_once(spark, per_sche
     taken = gc_tokens._journal_and_delete_tokens(layout, layout.table("billing", "tokens"), shipping_tokens,
                                                  "test-run", NOW + dt.timedelta(days=1))
     assert taken == set()
-    every = gc_tokens.gc_tokens(spark, shared.config, GcOptions(grace=dt.timedelta(0), execute=True))
+    every = gc_tokens.gc_tokens(None, config, GcOptions(grace=dt.timedelta(0), execute=True))
     assert [(t.endpoint, t.deleted) for t in every.tallies if t.deleted] == [("shipping", 1)]
 
 
 @pytest.mark.parametrize("layout_kind", ["duckdb-per-schema", "postgres-shared"])
-def test_a_store_without_intents_is_audited_and_collected_by_age(spark, spark_jars, per_schema, request,
+def test_a_store_without_intents_is_audited_and_collected_by_age(spark_jars, per_schema, request,
                                                                  tmp_path: Path, layout_kind: str) -> None:
     chaos = recorded_copy(tmp_path)
     if layout_kind == "postgres-shared":
@@ -117,12 +129,13 @@ def test_a_store_without_intents_is_audited_and_collected_by_age(spark, spark_ja
                                             + ("shipping" if layout_kind.endswith("schema") else "shared")
                                             + ".eo_tokens"))
     young = GcOptions(now=recorded + dt.timedelta(hours=1))  # the default 24h grace
-    with_intents = gc_tokens.gc_tokens(spark, chaos.config, young).totals()
+    config = _on_duckdb(chaos.config_path, chaos.environ)
+    with_intents = gc_tokens.gc_tokens(None, config, young).totals()
     # the garbage token's attempt lost (its intent says so): garbage even when young
     assert (with_intents["garbage"], with_intents["skipped_young"]) == (1, 1)
     drop_intents(chaos)
 
-    report = run_audit(spark, chaos.config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
+    report = _audit(config)
     assert _findings(report, chaos.config_path.parent, REGISTERED) == {key: sorted(
         json.dumps({k: v for k, v in json.loads(row).items() if k not in REGISTERED}, sort_keys=True)
         for row in rows) for key, rows in per_schema["findings"].items()}
@@ -131,17 +144,17 @@ def test_a_store_without_intents_is_audited_and_collected_by_age(spark, spark_ja
                                                                  "no register-cleanup evidence")
     assert "registered_by_attempt" not in str(report.to_dict()["findings"])
     if layout_kind == "postgres-shared":
-        _trace_agrees(spark, chaos.config, report)
+        _trace_agrees(request.getfixturevalue("spark"), chaos.config, report)  # trace runs on Spark
 
     # gc: garbage only by age past the grace period (a young token of a lost attempt is just young)
-    plan = gc_tokens.gc_tokens(spark, chaos.config, young)
+    plan = gc_tokens.gc_tokens(None, config, young)
     assert (plan.totals()["garbage"], plan.totals()["skipped_young"]) == (0, 0)
     assert plan.notes == report.notes
-    settled_plan = gc_tokens.gc_tokens(spark, chaos.config, GcOptions(grace=dt.timedelta(0), execute=True))
+    settled_plan = gc_tokens.gc_tokens(None, config, GcOptions(grace=dt.timedelta(0), execute=True))
     assert settled_plan.totals()["deleted"] == 1  # the orphan, past a zero grace
 
     if layout_kind == "duckdb-per-schema":  # as an operator runs it: exit 1 (findings), the note on stderr
-        proc = run_eoctl("--config", str(chaos.config_path), "audit", "--no-record", "--grace", "0s",
-                         env={"EOCTL_JARS_DIR": str(spark_jars)})
+        proc = run_eoctl("--config", str(chaos.config_path), "--engine", "duckdb", "audit", "--no-record",
+                         "--grace", "0s", env={"EOCTL_JARS_DIR": str(spark_jars)})
         assert proc.code == 1, proc.stderr[-2000:]
         assert "note: no intents table for shop, billing, shipping" in " ".join(proc.stderr.split())
