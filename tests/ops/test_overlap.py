@@ -5,7 +5,9 @@ alone (DuckDB and PostgreSQL control stores).
 
 Each holder is held at a known point after it took its lease: on DuckDB the test keeps the
 database file open for writing (as the pipeline might), on PostgreSQL it locks the run-log table.
-The refused attempts and the audit start while the holders wait there."""
+The refused attempts and the audit start while the holders wait there. Every run is on the DuckDB
+engine: leases, refusals and what the holders change are the same code on both engines, and three
+Spark drivers at once on this test's machine cost minutes."""
 
 from __future__ import annotations
 
@@ -58,8 +60,12 @@ def _paused(chaos: ChaosRun) -> Iterator[None]:
             yield
 
 
+def _env(chaos: ChaosRun) -> dict[str, str]:
+    return {**chaos.environ, "EOCTL_ENGINE": "duckdb"}
+
+
 def _attempt(chaos: ChaosRun, args: tuple[str, ...]) -> subprocess.CompletedProcess:
-    proc = start_eoctl(chaos.config_path, chaos.environ, *args)
+    proc = start_eoctl(chaos.config_path, _env(chaos), *args)
     out, err = proc.communicate(timeout=120)
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
@@ -70,11 +76,11 @@ def _overlap(chaos: ChaosRun, runs: dict[str, tuple[str, ...]], audited: str,
     start an audit of the `audited` checks (those reading what the holders change) and ATTEMPTS
     more of each; let them go. Returns each holder's JSON summary and the audit's outcome."""
     with _paused(chaos):
-        holders = {cmd: start_eoctl(chaos.config_path, chaos.environ, *args) for cmd, args in runs.items()}
+        holders = {cmd: start_eoctl(chaos.config_path, _env(chaos), *args) for cmd, args in runs.items()}
         for cmd, proc in holders.items():
             assert wait_until(lambda: _holds_lease(chaos, cmd, proc.pid) or proc.poll() is not None, 120, 0.2)
             assert proc.poll() is None, proc.communicate()[1][-2000:]
-        audit = start_eoctl(chaos.config_path, chaos.environ, "audit", "--grace", "0s", "--select", audited)
+        audit = start_eoctl(chaos.config_path, _env(chaos), "audit", "--grace", "0s", "--select", audited)
         with ThreadPoolExecutor(4) as pool:
             refused = list(pool.map(lambda a: _attempt(chaos, a), [args for args in runs.values()] * ATTEMPTS))
         assert all(p.poll() is None for p in holders.values()), "the holders waited while the attempts ran"
