@@ -40,9 +40,8 @@ def scan(
     """Read an endpoint's input (on the chosen engine) and print, per partition: records, offsets, the committed
     offset, records in flight, records carrying the protocol headers, distinct message ids."""
     from eoctl.report.terminal import render_summary
-    from eoctl.sources.summary import summarize_input
-
     from eoctl.sources import check_ranges
+    from eoctl.sources.summary import summarize_input
 
     app_ctx: AppContext = ctx.obj
     config = app_ctx.config()

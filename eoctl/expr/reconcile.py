@@ -83,12 +83,12 @@ def token_classes(scope: Scope, records: ir.Table, dialect: Dialect, name: str) 
     df = _with_registration(scope, records, df, "token", "token_id")
     lost = ibis.coalesce(df.attempt_lost, False)
     old = df.created_at < scope.ago(scope.options.grace)
-    cls = ibis.cases((df.in_flight == True, "live"), (df.referenced == True, "referenced"),  # noqa: E712
-                     (df.on_processed == True, "leaked"), (lost | old, "garbage"), else_="young")  # noqa: E712
+    cls = ibis.cases((df.in_flight == True, "live"), (df.referenced == True, "referenced"),
+                     (df.on_processed == True, "leaked"), (lost | old, "garbage"), else_="young")
     reason = ibis.cases(
-        (df.in_flight == True, ibis.literal("record in flight at ").concat(df.in_flight_at)),  # noqa: E712
-        (df.referenced == True, "held by a pending outbox entry"),  # noqa: E712
-        (df.on_processed == True, "its record is processed; the receiver kept it"),  # noqa: E712
+        (df.in_flight == True, ibis.literal("record in flight at ").concat(df.in_flight_at)),
+        (df.referenced == True, "held by a pending outbox entry"),
+        (df.on_processed == True, "its record is processed; the receiver kept it"),
         (lost, ibis.literal("registered by attempt ").concat(df.registered_attempt, " of ", df.registered_by,
                                                              ", which did not commit")),
         (old, "on no record and in no pending entry, older than the grace period"),
@@ -140,13 +140,13 @@ def blob_classes(scope: Scope, records: ir.Table, dialect: Dialect, name: str) -
     df = _with_registration(scope, records, df, "blob", "name")
     lost = ibis.coalesce(df.attempt_lost, False)
     old = df.modified < scope.ago(scope.options.grace)
-    is_published = (df.published == True) | (df.maybe_published == True)  # noqa: E712
-    cls = ibis.cases((is_published, "published"), (df.referenced == True, "referenced"),  # noqa: E712
+    is_published = (df.published == True) | (df.maybe_published == True)
+    cls = ibis.cases((is_published, "published"), (df.referenced == True, "referenced"),
                      (lost | old, "garbage"), else_="young")
     reason = ibis.cases(
-        (df.published == True, "a record publishes it"),  # noqa: E712
-        (df.maybe_published == True, "named by a record whose eo-blobs is not valid JSON"),  # noqa: E712
-        (df.referenced == True, "named by a pending outbox entry"),  # noqa: E712
+        (df.published == True, "a record publishes it"),
+        (df.maybe_published == True, "named by a record whose eo-blobs is not valid JSON"),
+        (df.referenced == True, "named by a pending outbox entry"),
         (lost, ibis.literal("prepared by attempt ").concat(df.registered_attempt, ", which did not commit")),
         (old, "named by no record and no pending entry, older than the grace period"),
         else_="named by no record and no pending entry yet, within the grace period")
