@@ -37,8 +37,9 @@ def scan(
         typer.Option("--range", help="read only TOPIC:PARTITION[:START[:END]] (END exclusive); repeatable"),
     ] = None,
 ) -> int:
-    """Read an endpoint's input (on the chosen engine) and print, per partition: records, offsets, the committed
-    offset, records in flight, records carrying the protocol headers, distinct message ids."""
+    """Read an endpoint's input (on the chosen engine) and print, per partition: records, offsets,
+    the committed offset, records in flight, records carrying the protocol headers, distinct
+    message ids."""
     from eoctl.report.terminal import render_summary
     from eoctl.sources import check_ranges
     from eoctl.sources.summary import summarize_input
