@@ -246,8 +246,8 @@ def _class_expr(scope: Any, records: Any, dialect: Any, name: str) -> Any:
     return blob_classes(scope, records, dialect, name)
 
 
-KIND = GcKind(COMMAND, "blobs", "name", _classes, _class_expr, ("size", "modified", "reason", "intents"), _quarantine_batch,
-              finish_leftovers, purge)
+KIND = GcKind(COMMAND, "blobs", "name", _classes, _class_expr, ("size", "modified", "reason", "intents"),
+              _quarantine_batch, finish_leftovers, purge)
 
 
 def gc_blobs(spark: SparkSession | Callable[[], SparkSession], config: Config, options: GcOptions,
