@@ -33,7 +33,8 @@ def test_json_report_and_exit_code_on_the_chaos_sample(spark_jars: Path, engine:
 @pytest.mark.integration
 def test_markdown_to_a_file_and_fail_on_below_the_worst(spark_jars: Path, tmp_path: Path) -> None:
     out = tmp_path / "incident.md"
-    result = run_eoctl("--config", CHAOS, "--format", "markdown", "audit", "--select", "EO1", "--ignore", "EO102,EO103",
+    result = run_eoctl("--config", CHAOS, "--engine", "duckdb", "--format", "markdown", "audit", "--select", "EO1",
+                       "--ignore", "EO102,EO103",
                        "--fail-on", "warning", "--output", str(out), env={"EOCTL_JARS_DIR": str(spark_jars)})
     assert result.code == 0, result.stderr[-2000:]  # only EO101 (info) is left: below warning
     assert result.stdout == "" and f"report written to {out}" in result.stderr
