@@ -95,15 +95,8 @@ def duckdb_snapshot(store: DuckDBStore, table: str) -> str:
         ).fetchall()
         if not cols:
             raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
-        exprs = []
-        for name, dtype in cols:
-            col = quote_ident(name)
-            if dtype == "TIMESTAMP":
-                exprs.append(f"timezone('UTC', {col}) as {col}")
-            elif dtype.startswith("DECIMAL") or dtype in _DUCKDB_SPARK_NATIVE:
-                exprs.append(col)
-            else:
-                exprs.append(f"cast({col} as varchar) as {col}")
+        exprs = _copied_columns(cols, lambda t: t in _DUCKDB_SPARK_NATIVE or t.startswith("DECIMAL"),
+                                {"TIMESTAMP": "timezone('UTC', {col})"}, "cast({col} as varchar)")
         sql = f"select {', '.join(exprs)} from {qualified(store, table)}"
         try:
             conn.execute(f"copy ({sql}) to '{target}' (format parquet, compression zstd)")
@@ -142,15 +135,8 @@ def postgres_snapshot(store: PostgresStore, table: str) -> str:
         cols = cur.fetchall()
     if not cols:
         raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
-    exprs = []
-    for name, dtype in cols:
-        col = quote_ident(name)
-        if dtype == "numeric":
-            exprs.append(f"{col}::double precision as {col}")
-        elif dtype in _POSTGRES_NATIVE:
-            exprs.append(col)
-        else:
-            exprs.append(f"{col}::text as {col}")
+    exprs = _copied_columns(cols, _POSTGRES_NATIVE.__contains__, {"numeric": "{col}::double precision"},
+                            "{col}::text")
     target = subdir("postgres") / f"{uuid.uuid4().hex[:12]}-{store.schema_name}.{table}.parquet"
     try:
         with pg.connect(_postgres_uri(store)) as conn, conn.cursor() as cur:
@@ -178,6 +164,21 @@ def _postgres_uri(store: PostgresStore) -> str:
         auth += ":" + quote(password, safe="")
     host, port, dbname = params.pop("host"), params.pop("port"), params.pop("dbname")
     return f"postgresql://{auth}@{quote(host, safe='')}:{port}/{quote(dbname, safe='')}?{urlencode(params)}"
+
+
+def _copied_columns(cols: list[tuple[str, str]], native, special: dict[str, str], as_text: str) -> list[str]:
+    """The select list of a table's copy: a column of a `native` type as it is, a `special` type
+    through its expression, any other as text (`as_text`); each keeps its name."""
+    out = []
+    for name, dtype in cols:
+        col = quote_ident(name)
+        if dtype in special:
+            out.append(f"{special[dtype].format(col=col)} as {col}")
+        elif native(dtype):
+            out.append(col)
+        else:
+            out.append(f"{as_text.format(col=col)} as {col}")
+    return out
 
 
 def store_named(config: Config, name: str) -> DuckDBStore | PostgresStore:

@@ -59,6 +59,27 @@ def test_postgres_wrong_password_never_shows_the_password(spark, pg_store) -> No
     assert "password authentication failed" in err.value.one_line()
 
 
+def test_postgres_copy_for_the_duckdb_engine_reads_as_spark_reads(spark, pg_store) -> None:
+    """The DuckDB engine's Parquet copy (ADBC) holds what Spark's JDBC read holds: jsonb as text,
+    times in UTC; a wrong password is one line without it; a missing table says so."""
+    import pyarrow.parquet as pq
+
+    from eoctl.sources.tables import postgres_snapshot
+
+    copied = pq.read_table(postgres_snapshot(pg_store, "eo_tokens")).to_pylist()
+    read = [r.asDict() for r in read_store_table(spark, pg_store, "eo_tokens").collect()]
+    for row in copied:  # Arrow gives the UTC instant; Spark the naive UTC wall time
+        row["created_at"] = row["created_at"].astimezone(dt.timezone.utc).replace(tzinfo=None)
+    key = lambda r: r["id"]  # noqa: E731
+    assert sorted(copied, key=key) == sorted(read, key=key) and len(copied) == 2000
+    bad = pg_store.model_copy(update={"password": type(pg_store.password)("wrong-secret-value")})
+    with pytest.raises(SourceError) as err:
+        postgres_snapshot(bad, "eo_tokens")
+    assert "wrong-secret-value" not in err.value.one_line() and "password authentication failed" in err.value.one_line()
+    with pytest.raises(SourceError, match="table no_such_table does not exist in PostgreSQL eoctl@127.0.0.1:"):
+        postgres_snapshot(pg_store, "no_such_table")
+
+
 @pytest.fixture()
 def duckdb_store(tmp_path: Path) -> DuckDBStore:
     import duckdb
