@@ -49,8 +49,7 @@ def run_audit(
     step = progress or (lambda _m: None)
     run_id = uuid.uuid4().hex[:12]
     endpoints = AuditContext(spark, config, options).endpoints
-    if options.since_last and (options.ranges or options.since or options.until):
-        raise UsageError("--since-last continues a full scan: it does not combine with --range, --since or --until")
+    _check_since_last(options)
     base = None
     if options.since_last:
         step("looking for the record index of the last recorded run")
@@ -93,14 +92,17 @@ def run_audit_duckdb(config: Config, options: AuditOptions, codes: list[str],
     """The same audit on the DuckDB engine (eoctl.engine.duckdb_audit): in process, no JVM."""
     from eoctl.engine.duckdb_audit import run_audit as run_on_duckdb
 
-    if options.since_last:
-        raise UsageError("--since-last runs on the Spark engine only, for now",
-                         hint="use --engine spark, or drop --since-last for a full scan on DuckDB")
+    _check_since_last(options)
     endpoints = options.endpoints or list(config.endpoints)
     report = run_on_duckdb(config, options, codes, _run(uuid.uuid4().hex[:12], "duckdb", options, endpoints, codes),
                            progress or (lambda _m: None))
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     return report
+
+
+def _check_since_last(options: AuditOptions) -> None:
+    if options.since_last and (options.ranges or options.since or options.until):
+        raise UsageError("--since-last continues a full scan: it does not combine with --range, --since or --until")
 
 
 def _run(run_id: str, engine: str, options: AuditOptions, endpoints: list[str], codes: list[str],
@@ -117,12 +119,4 @@ def _run(run_id: str, engine: str, options: AuditOptions, endpoints: list[str], 
 
 
 def _scan_summary(ctx: AuditContext, options: AuditOptions, total: int, stats: list) -> dict[str, object]:
-    """How the records were read: all from the source, or continuing from a recorded run's index."""
-    if ctx.base is not None:
-        fresh = sum(row[4] for row in stats)
-        return {"mode": "incremental", "base_run": ctx.base.run_id, "new_records": fresh,
-                "indexed_records": total - fresh}
-    out: dict[str, object] = {"mode": "full", "new_records": total, "indexed_records": 0}
-    if options.since_last:
-        out["reason"] = ctx.fallback or incremental.NO_BASE
-    return out
+    return incremental.scan_summary(ctx.base, ctx.fallback, options.since_last, total, sum(row[4] for row in stats))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ _PARTIAL = "partial-"
 _KEEP = 2  # indexes kept: the newest, and the one before for an audit still reading it
 MAX_SEGMENTS = 16  # a cap: the merge rule keeps about log2(indexed / added per run) segments
 _PARTIAL_MAX_AGE = dt.timedelta(hours=24)  # an older partial index is a killed audit's
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 @dataclass(frozen=True)
@@ -145,13 +147,13 @@ def partial_path(config: Config, run_id: str) -> str:
 
 def indexable(config: Config, options: AuditOptions) -> bool:
     """Whether this audit's working copy can become a record index: it must hold every record
-    (no --range/--since/--until), and be written where the driver can rename it (a local master,
-    or `[history] records` set to a folder every executor reaches; never Spark Connect, whose
-    client has no file system API)."""
+    (no --range/--since/--until), and be written where the driver can rename it (the DuckDB
+    engine, a local master, or `[history] records` set to a folder every executor reaches; never
+    Spark Connect, whose client has no file system API)."""
     engine = config.engine
     if options.ranges or options.since or options.until or engine.remote:
         return False
-    return bool(config.history.records) or engine.master.startswith("local")
+    return engine.kind == "duckdb" or bool(config.history.records) or engine.master.startswith("local")
 
 
 def input_fingerprint(config: Config, ep: EndpointConfig) -> str:
@@ -176,17 +178,20 @@ def fingerprints(config: Config, endpoints: dict[str, EndpointConfig]) -> dict[s
 # ---------------------------------------------------------------------------------- base
 
 
-def find_base(spark: SparkSession, config: Config, endpoints: dict[str, EndpointConfig]) -> RecordIndex | None:
+def find_base(spark: SparkSession | None, config: Config,
+              endpoints: dict[str, EndpointConfig]) -> RecordIndex | None:
     """The newest recorded run whose index covers every audited input unchanged, if its index is
-    still there."""
+    still there. `spark`: None on the DuckDB engine (the index is the same files on both)."""
+    from eoctl.engine.files import index_files
     from eoctl.history import indexed_runs
 
+    files = index_files(spark)
     wanted = fingerprints(config, endpoints)
     for run_id, text in indexed_runs(config):
         index = RecordIndex.from_json(run_id, text)
         if index is None or any(index.inputs.get(n) != f for n, f in wanted.items()):
             continue
-        if all(_exists(spark, path) for path in index.paths):
+        if all(files.exists(path) for path in index.paths):
             return index
     return None
 
@@ -226,30 +231,88 @@ def kafka_ranges(plans: list[PartitionPlan]) -> list[OffsetRange]:
     return [OffsetRange(p.topic, p.partition, p.start, LATEST) for p in plans]
 
 
-def archive_predicate(plans: list[PartitionPlan]) -> Column:
+def archive_condition(plans: list[PartitionPlan], quote) -> str:
     """Archive rows at or after their partition's start, and every row of partitions the index
-    does not know. Only comparisons Parquet can decide from a row group's min/max, so the row
-    groups of old files are skipped: the unknown partitions are the ranges around and between the
-    known ones (a `NOT` of equalities would keep every row group holding several partitions)."""
-    from functools import reduce
+    does not know, as SQL both engines read (`quote`: the engine's identifier quoting). Only
+    comparisons Parquet can decide from a row group's min/max, so the row groups of old files are
+    skipped: the unknown partitions are the ranges around and between the known ones (a `NOT` of
+    equalities would keep every row group holding several partitions)."""
+    topic, partition, offset = quote("topic"), quote("partition"), quote("offset")
 
-    from pyspark.sql import functions as F
+    def text(value: str) -> str:
+        # Kafka topic names are [A-Za-z0-9._-]: a literal both engines read alike, no escaping
+        if not _TOPIC_NAME.fullmatch(value):
+            from eoctl.errors import SourceError
 
-    topic, partition = F.col("topic"), F.col("partition")
-    fresh = reduce(lambda a, b: a | b, ((topic == p.topic) & (partition == p.partition)
-                                        & (F.col("offset") >= p.start) for p in plans))
+            raise SourceError(f"topic {value!r} in the record index is not a Kafka topic name")
+        return f"'{value}'"
+
+    fresh = [f"({topic} = {text(p.topic)} AND {partition} = {int(p.partition)} AND {offset} >= {int(p.start)})"
+             for p in plans]
     known: dict[str, set[int]] = {}
     for p in plans:
         known.setdefault(p.topic, set()).add(p.partition)
-    unknown = ~topic.isin(sorted(known))
+    unknown = [f"{topic} NOT IN ({', '.join(text(t) for t in sorted(known))})"]
     for name, part_set in sorted(known.items()):
         parts = sorted(part_set)
-        outside = (partition < parts[0]) | (partition > parts[-1])
-        for low, high in zip(parts, parts[1:]):
-            if high > low + 1:
-                outside = outside | partition.between(low + 1, high - 1)
-        unknown = unknown | ((topic == name) & outside)
-    return fresh | unknown
+        outside = [f"{partition} < {parts[0]}", f"{partition} > {parts[-1]}"]
+        outside += [f"{partition} BETWEEN {low + 1} AND {high - 1}"
+                    for low, high in zip(parts, parts[1:]) if high > low + 1]
+        unknown.append(f"({topic} = {text(name)} AND ({' OR '.join(outside)}))")
+    return "(" + " OR ".join(fresh + unknown) + ")"
+
+
+def archive_predicate(plans: list[PartitionPlan]) -> Column:
+    """archive_condition as a Spark column."""
+    from pyspark.sql import functions as F
+
+    return F.expr(archive_condition(plans, lambda c: f"`{c}`"))
+
+
+def plan_reads(config: Config, endpoints: dict[str, EndpointConfig], base: RecordIndex,
+               ) -> tuple[dict[str, list[PartitionPlan]] | None, str | None]:
+    """Per endpoint, where the source is read from when continuing from `base`; None (with the
+    reason: a full scan) when a live partition ends below what the index read."""
+    plans: dict[str, list[PartitionPlan]] = {}
+    for name, ep in endpoints.items():
+        if ep.input is None:
+            continue
+        ends = base.ends.get(name, {})
+        if ep.input.kafka:
+            plan, reason = kafka_plan(config, ep.input, ends)
+            if plan is None:
+                return None, reason
+            plans[name] = plan
+        else:
+            plans[name] = archive_plan(ends)
+    return plans, None
+
+
+def index_ends(plans: dict[str, list[PartitionPlan]], stats: list) -> dict[str, dict[str, dict[int, int]]]:
+    """endpoint -> topic -> partition -> the offset the next run reads from: past what this run
+    read (`stats`: (endpoint, topic, partition, end, records, low) per partition read), else where
+    the base had read to."""
+    ends: dict[str, dict[str, dict[int, int]]] = {}
+    for name, partition_plans in plans.items():
+        for p in partition_plans:
+            if p.start >= 0:
+                ends.setdefault(name, {}).setdefault(p.topic, {})[p.partition] = p.start
+    for endpoint, topic, partition, end, _n, _low in stats:
+        parts = ends.setdefault(endpoint, {}).setdefault(topic, {})
+        parts[partition] = max(parts.get(partition, 0), end)
+    return ends
+
+
+def scan_summary(base: RecordIndex | None, fallback: str | None, since_last: bool, total: int,
+                 fresh: int) -> dict[str, object]:
+    """How the records were read: all from the source, or continuing from a recorded run's index."""
+    if base is not None:
+        return {"mode": "incremental", "base_run": base.run_id, "new_records": fresh,
+                "indexed_records": total - fresh}
+    out: dict[str, object] = {"mode": "full", "new_records": total, "indexed_records": 0}
+    if since_last:
+        out["reason"] = fallback or NO_BASE
+    return out
 
 
 # ------------------------------------------------------------------------- index lifecycle
@@ -291,14 +354,7 @@ def keep(spark: SparkSession, config: Config, run_id: str, partial: str, ctx: Au
         if len(older) < len(merged):
             discard(spark, ctx.segment_path)
         segments.append(Segment(f"{folder}/merged", count))
-    ends: dict[str, dict[str, dict[int, int]]] = {}
-    for name, plans in ctx.plans.items():
-        for p in plans:
-            if p.start >= 0:
-                ends.setdefault(name, {}).setdefault(p.topic, {})[p.partition] = p.start
-    for endpoint, topic, partition, end, _n, _low in stats:
-        parts = ends.setdefault(endpoint, {}).setdefault(topic, {})
-        parts[partition] = max(parts.get(partition, 0), end)
+    ends = index_ends(ctx.plans, stats)
     ctx.keep_index()
     publish(spark, config, run_id, partial)
     return RecordIndex(run_id, tuple(segments), fingerprints(config, ctx.endpoints), ends, state,
@@ -316,32 +372,37 @@ def _lows(ctx: AuditContext) -> dict[str, dict[str, dict[int, int]]]:
     return lows
 
 
-def publish(spark: SparkSession, config: Config, run_id: str, partial: str) -> str:
-    """Rename a complete partial run folder into place; only then can a history row name it."""
+def publish(spark: SparkSession | None, config: Config, run_id: str, partial: str) -> str:
+    """Rename a complete partial run folder into place; only then can a history row name it.
+    `spark`: the Spark engine's session, None on DuckDB (eoctl.engine.files)."""
+    from eoctl.engine.files import index_files
+
     final = run_folder(config, run_id)
-    fs, src = _fs(spark, partial)
-    fs.mkdirs(src)  # a run that read no record and kept no state has an empty folder
-    if not fs.rename(src, _hpath(spark, final)):
+    files = index_files(spark)
+    files.mkdirs(partial)  # a run that read no record and kept no state has an empty folder
+    if not files.rename(partial, final):
         from eoctl.errors import SourceError
 
         raise SourceError(f"the record index {partial} could not be renamed to {final}")
     return final
 
 
-def prune(spark: SparkSession, config: Config) -> list[str]:
+def prune(spark: SparkSession | None, config: Config) -> list[str]:
     """Delete every run folder the newest recorded indexes do not read, and partial folders of
     killed audits. Returns the paths deleted."""
+    from eoctl.engine.files import index_files
     from eoctl.history import indexed_runs
 
     root = records_root(config)
-    fs, hroot = _fs(spark, root)
-    if not fs.exists(hroot):
+    files = index_files(spark)
+    entries = files.children(root)
+    if not entries:
         return []
     kept: set[str] = set()
     indexes = 0
     for run_id, text in indexed_runs(config):
         index = RecordIndex.from_json(run_id, text)
-        if index is not None and all(_exists(spark, path) for path in index.paths):
+        if index is not None and all(files.exists(path) for path in index.paths):
             # a segment lives in the folder of the run that wrote it: keep every folder it names
             kept |= {path[len(root):].strip("/").split("/", 1)[0] for path in index.paths
                      if path.startswith(root + "/")}
@@ -350,16 +411,15 @@ def prune(spark: SparkSession, config: Config) -> list[str]:
                 break
     cutoff = (dt.datetime.now(dt.timezone.utc) - _PARTIAL_MAX_AGE).timestamp() * 1000
     deleted = []
-    for status in fs.listStatus(hroot):
-        name = status.getPath().getName()
-        if name in kept or (name.startswith(_PARTIAL) and status.getModificationTime() > cutoff):
+    for name, mtime in entries:
+        if name in kept or (name.startswith(_PARTIAL) and mtime > cutoff):
             continue  # a partial folder younger than a day may be a running audit's
-        fs.delete(status.getPath(), True)
+        files.delete(f"{root}/{name}")
         deleted.append(f"{root}/{name}")
     return deleted
 
 
-def record(spark: SparkSession, config: Config, report: AuditReport) -> str:
+def record(spark: SparkSession | None, config: Config, report: AuditReport) -> str:
     """Record an audit run in the findings history, with its record index: the run's folder is
     dropped when the run cannot be recorded, and folders no index reads any more once it is."""
     from eoctl.history import record as record_run
@@ -375,21 +435,7 @@ def record(spark: SparkSession, config: Config, report: AuditReport) -> str:
     return run_id
 
 
-def discard(spark: SparkSession, path: str) -> None:
-    fs, hpath = _fs(spark, path)
-    fs.delete(hpath, True)
+def discard(spark: SparkSession | None, path: str) -> None:
+    from eoctl.engine.files import index_files
 
-
-def _hpath(spark: SparkSession, path: str):
-    return spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
-
-
-def _fs(spark: SparkSession, path: str):
-    """Hadoop's file system for `path`: it knows every scheme Spark writes to (file, hdfs, s3a)."""
-    hpath = _hpath(spark, path)
-    return hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hpath
-
-
-def _exists(spark: SparkSession, path: str) -> bool:
-    fs, hpath = _fs(spark, path)
-    return bool(fs.exists(hpath))
+    index_files(spark).delete(path)

@@ -3,6 +3,7 @@ reading from the source only the records the last recorded run did not see."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from pathlib import Path
@@ -10,15 +11,16 @@ from pathlib import Path
 import pytest
 
 from eoctl import history, incremental
-from eoctl.audit import run_audit, select_codes
+from eoctl.audit import run_audit, run_audit_duckdb, select_codes
 from eoctl.checks.context import AuditOptions
 from eoctl.config import load_config
 from eoctl.config.model import Config
 from eoctl.errors import UsageError
 from eoctl.report.findings import AuditReport
-from tests.helpers.chaos import recorded_copy, settled
+from tests.helpers.chaos import append_orders, recorded_copy, settled
 from tests.helpers.cli import run_eoctl
 from tests.helpers.configs import write_config
+from tests.helpers.findings import canonical, identities
 
 CODES = select_codes(None, None)
 #: the check states a run continuing from an audit of every code re-examines in part: the topic's,
@@ -37,59 +39,10 @@ def _options(**kw) -> AuditOptions:
     return opts
 
 
-def _findings(report: AuditReport) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
-    """Every finding by (code, endpoint, where): its count and its evidence items."""
-    return {(f.code, f.endpoint, f.where): (f.count, sorted(history.item_key(f.code, row) for row in f.evidence))
-            for f in report.findings}
-
-
 def _recorded(spark, config: Config, codes: list[str] = CODES, **kw) -> AuditReport:
     report = run_audit(spark, config, _options(keep_index=True, **kw), codes)
     incremental.record(spark, config, report)
     return report
-
-
-def _append_orders(folder: Path, name: str) -> int:
-    """Append records to the `orders` archive as a new Parquet file, at offsets after the last:
-    a redelivery of an old message with its old token (EO101 across the boundary), an old message
-    under a new token (EO102), an old (producer, sequence) on a new message (EO103), and normal
-    records. Returns how many."""
-    import duckdb
-
-    archive = folder / "topics" / "orders"
-    src = f"read_parquet('{archive}/*.parquet')"
-    db = duckdb.connect()
-    db.execute(f"create table old as select * from {src}")
-    ends = dict(db.execute('select "partition", max("offset") + 1 from old group by 1').fetchall())
-
-    def header(k: str, v: str) -> str:
-        return f"{{'key': '{k}', 'value': encode('{v}')}}"
-
-    def with_header(key: str, value: str) -> str:
-        return (f"list_transform(headers, lambda h: case when h.key = '{key}' then {header(key, value)} "
-                "else h end)")
-
-    def fresh(partition: int) -> str:  # a normal new message, also from a new producer
-        mid = uuid.uuid4().hex
-        return (f"select topic, {partition} as \"partition\", 0::bigint as \"offset\", now() as timestamp, "
-                f"encode('{mid}') as key, encode('v') as value, [{header('eo-message-id', mid)}, "
-                f"{header('eo-token-id', uuid.uuid4().hex)}, {header('eo-producer', 'late')}] as headers "
-                "from old limit 1")
-
-    parts = [
-        "select * from old where \"partition\" = 0 and \"offset\" = 3",  # redelivered as it was
-        f"select * replace ({with_header('eo-token-id', 'regenerated-token')} as headers) "
-        "from old where \"partition\" = 1 and \"offset\" = 5",  # processed twice
-        f"select * replace ({with_header('eo-message-id', 'another-message')} as headers) "
-        "from old where \"partition\" = 0 and \"offset\" = 1",  # sequence reused
-        fresh(0), fresh(1), fresh(1),
-    ]
-    db.execute("create table new as " + " union all ".join(f"({p})" for p in parts))
-    first = " ".join(f'when "partition" = {p} then {e}' for p, e in ends.items())
-    db.execute(f'create table numbered as select * replace ((case {first} end) + row_number() over '
-               '(partition by "partition" order by key) - 1 as "offset", now() as timestamp) from new')
-    db.execute(f"copy numbered to '{archive / name}' (format parquet)")
-    return db.execute("select count(*) from numbered").fetchone()[0]
 
 
 @pytest.mark.integration
@@ -102,7 +55,7 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     index = Path(incremental.records_root(chaos.config)) / first.run["id"]
     assert index.is_dir() and not list(index.parent.glob("partial-*"))
 
-    appended = _append_orders(chaos.config_path.parent, "part-1.parquet")
+    appended = append_orders(chaos.config_path.parent, "part-1.parquet")
     incr = _recorded(spark, chaos.config, since_last=True)
     full = run_audit(spark, chaos.config, settled(), CODES)
 
@@ -112,10 +65,10 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
                                 "continued": ["messages", "sequence-buckets", "sequences"]}
     assert sorted(incr.index.state) == KEPT
     assert incr.scanned == full.scanned
-    assert _findings(incr) == _findings(full)
+    assert identities(incr) == identities(full)
     # the boundary cases are there: each pairs an appended record with one the index holds
     for code, where in (("EO101", "orders"), ("EO102", "orders"), ("EO103", "orders")):
-        assert len(_findings(full)[(code, "billing", where)][1]) > len(_findings(first).get(
+        assert len(identities(full)[(code, "billing", where)][1]) > len(identities(first).get(
             (code, "billing", where), (0, []))[1])
 
     # The next run continues from the incremental one: nothing is new, the appended records (in
@@ -123,14 +76,14 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     again = _recorded(spark, chaos.config, since_last=True)
     assert again.run["scan"]["base_run"] == incr.run["id"] and again.run["scan"]["new_records"] == 0
     assert again.run["scan"]["continued"] == STATES
-    assert _findings(again) == _findings(full)
+    assert identities(again) == identities(full)
     # once the consumer commits them, they come from the index, now processed
     offsets = chaos.config_path.parent / "topics" / "orders" / "_committed_offsets.json"
     offsets.write_text(json.dumps({"orders": {"0": 22, "1": 26}}))
     committed = _recorded(spark, chaos.config, since_last=True)
     assert committed.run["scan"]["new_records"] == 0
-    assert _findings(committed) == _findings(run_audit(spark, chaos.config, settled(), CODES))
-    assert _findings(committed) != _findings(full)  # the appended records are processed now
+    assert identities(committed) == identities(run_audit(spark, chaos.config, settled(), CODES))
+    assert identities(committed) != identities(full)  # the appended records are processed now
     # The index is layered: the first run's segment, then the appended records' own; the runs
     # that read nothing new keep only their check states. Every folder a kept index reads stays.
     assert [Path(s.path).parent.name for s in committed.index.segments] == [first.run["id"], incr.run["id"]]
@@ -139,16 +92,16 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
 
     # A second append as large as the first: the two newest segments are merged into one, and the
     # findings still equal a full audit's.
-    _append_orders(chaos.config_path.parent, "part-2.parquet")
+    append_orders(chaos.config_path.parent, "part-2.parquet")
     merged = _recorded(spark, chaos.config, since_last=True)
     assert merged.run["scan"]["new_records"] == appended
-    assert _findings(merged) == _findings(run_audit(spark, chaos.config, settled(), CODES))
+    assert identities(merged) == identities(run_audit(spark, chaos.config, settled(), CODES))
     assert [(Path(s.path).parent.name, Path(s.path).name, s.records) for s in merged.index.segments] == [
         (first.run["id"], "records", first.scanned["records"]), (merged.run["id"], "merged", 2 * appended)]
     assert not (index.parent / merged.run["id"] / "records").exists()
 
 
-def _sink_findings(report: AuditReport) -> dict[str, list]:
+def _sinkidentities(report: AuditReport) -> dict[str, list]:
     """EO501's source message ids and EO502's order ids, as the audit reported them."""
     found = {f.code: f for f in report.findings}
     return {"EO501": sorted(r["source_message_id"] for r in found["EO501"].evidence) if "EO501" in found else [],
@@ -174,7 +127,7 @@ def test_sink_checks_continue_from_the_watermark_and_start_over_when_old_rows_ch
     chaos = recorded_copy(tmp_path)
     codes = select_codes(["EO5"], None)
     first = _recorded(spark, chaos.config, codes)
-    assert _sink_findings(first) == _sink_truth(chaos.store_target) and _sink_findings(first)["EO501"]
+    assert _sinkidentities(first) == _sink_truth(chaos.store_target) and _sinkidentities(first)["EO501"]
 
     # written after the first run (a later applied_at): a second row for an old message (EO501
     # across the watermark), another invoice for an old order (EO502 across it), a normal row
@@ -186,8 +139,8 @@ def test_sink_checks_continue_from_the_watermark_and_start_over_when_old_rows_ch
             ("late-2", 1000, "inv-1000", "message-1000")])
     incr = _recorded(spark, chaos.config, codes, since_last=True)
     assert incr.run["scan"]["continued"] == SINK_STATES and "rebuilt" not in incr.run["scan"]
-    assert _sink_findings(incr) == _sink_truth(chaos.store_target)
-    assert old[0][2] in _sink_findings(incr)["EO501"] and old[1][0] in _sink_findings(incr)["EO502"]
+    assert _sinkidentities(incr) == _sink_truth(chaos.store_target)
+    assert old[0][2] in _sinkidentities(incr)["EO501"] and old[1][0] in _sinkidentities(incr)["EO502"]
 
     # the repair: the second row of order 0 is deleted. Rows at or below the watermark changed:
     # every key is examined again, and the finding is gone
@@ -196,8 +149,8 @@ def test_sink_checks_continue_from_the_watermark_and_start_over_when_old_rows_ch
     repaired = _recorded(spark, chaos.config, codes, since_last=True)
     assert repaired.run["scan"]["continued"] == [] and sorted(repaired.run["scan"]["rebuilt"]) == SINK_STATES
     assert "rows at or below the last run's applied_at" in repaired.run["scan"]["rebuilt"][SINK_STATES[0]]
-    assert _sink_findings(repaired) == _sink_truth(chaos.store_target)
-    assert old[0][2] not in _sink_findings(repaired)["EO501"]
+    assert _sinkidentities(repaired) == _sink_truth(chaos.store_target)
+    assert old[0][2] not in _sinkidentities(repaired)["EO501"]
 
     # Only rows above the watermark are read: an old row rewritten in place, without a new
     # applied_at (against the watermark's contract), is not seen until a full audit.
@@ -205,7 +158,7 @@ def test_sink_checks_continue_from_the_watermark_and_start_over_when_old_rows_ch
         db.execute("update shipping.shipments set order_id = 2 where order_id = 3")
     blind = _recorded(spark, chaos.config, codes, since_last=True)
     assert blind.run["scan"]["continued"] == SINK_STATES
-    assert _sink_findings(blind) == _sink_findings(repaired)
+    assert _sinkidentities(blind) == _sinkidentities(repaired)
     assert 2 in _sink_truth(chaos.store_target)["EO502"]
 
 
@@ -217,10 +170,10 @@ def test_token_checks_continue_unless_offsets_moved_back_or_old_tokens_appeared(
     codes = select_codes(["EO2"], None)
     _recorded(spark, chaos.config, codes)
     # new in-flight records whose tokens are in no store (EO202 candidates), and old ones again
-    _append_orders(chaos.config_path.parent, "part-1.parquet")
+    append_orders(chaos.config_path.parent, "part-1.parquet")
     incr = _recorded(spark, chaos.config, codes, since_last=True)
     assert incr.run["scan"]["continued"] == ["token-carriers"] and "rebuilt" not in incr.run["scan"]
-    assert _findings(incr) == _findings(run_audit(spark, chaos.config, settled(), codes))
+    assert identities(incr) == identities(run_audit(spark, chaos.config, settled(), codes))
 
     # the consumer's offset is reset 3 records back: those are in flight again, every record is looked at
     offsets = chaos.config_path.parent / "topics" / "orders" / "_committed_offsets.json"
@@ -230,7 +183,7 @@ def test_token_checks_continue_unless_offsets_moved_back_or_old_tokens_appeared(
     back = _recorded(spark, chaos.config, codes, since_last=True)
     assert back.run["scan"]["continued"] == []
     assert "moved back from" in back.run["scan"]["rebuilt"]["token-carriers"]
-    assert _findings(back) == _findings(run_audit(spark, chaos.config, settled(), codes))
+    assert identities(back) == identities(run_audit(spark, chaos.config, settled(), codes))
 
     # a processed record's token put back with its old creation time (as gc-tokens --restore does):
     # the record is not in the state, so every record is looked at again, and the token is leaked
@@ -246,8 +199,8 @@ def test_token_checks_continue_unless_offsets_moved_back_or_old_tokens_appeared(
                    [token, message])
     restored = _recorded(spark, chaos.config, codes, since_last=True)
     assert "restored?" in restored.run["scan"]["rebuilt"]["token-carriers"]
-    assert _findings(restored) == _findings(run_audit(spark, chaos.config, settled(), codes))
-    assert any(token in item for item in _findings(restored)[("EO203", "billing", "eo_tokens")][1])
+    assert identities(restored) == identities(run_audit(spark, chaos.config, settled(), codes))
+    assert any(token in item for item in identities(restored)[("EO203", "billing", "eo_tokens")][1])
 
 
 @pytest.mark.integration
@@ -274,6 +227,35 @@ def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(spark, tm
 
     with pytest.raises(UsageError, match="--since-last"):
         run_audit(spark, chaos.config, _options(since_last=True, since=settled().now), CODES)
+
+
+@pytest.mark.integration
+def test_a_run_on_one_engine_continues_from_a_run_on_the_other(spark, tmp_path: Path) -> None:
+    """The record index is the same Parquet on both engines: Spark continues from a DuckDB run
+    (which keeps no check state: Spark builds its states from the index), DuckDB from a Spark run
+    (whose states it does not need), each reporting what a full audit reports."""
+    chaos = recorded_copy(tmp_path)
+    on_duckdb = run_audit_duckdb(chaos.config, _options(keep_index=True), CODES)
+    incremental.record(None, chaos.config, on_duckdb)
+    appended = append_orders(chaos.config_path.parent, "part-1.parquet")
+
+    on_spark = _recorded(spark, chaos.config, since_last=True)
+    assert on_spark.run["scan"] == {"mode": "incremental", "base_run": on_duckdb.run["id"], "new_records": appended,
+                                    "indexed_records": on_duckdb.scanned["records"], "continued": []}
+    assert sorted(on_spark.index.state) == KEPT
+    assert identities(on_spark) == identities(run_audit(spark, chaos.config, settled(), CODES))
+
+    append_orders(chaos.config_path.parent, "part-2.parquet")
+    back = run_audit_duckdb(chaos.config, _options(keep_index=True, since_last=True), CODES)
+    incremental.record(None, chaos.config, back)
+    assert back.run["scan"]["base_run"] == on_spark.run["id"] and back.run["scan"]["new_records"] == appended
+    at_same_time = _options(now=dt.datetime.fromisoformat(back.run["started_at"]))
+    assert canonical(back) == canonical(run_audit(spark, chaos.config, at_same_time, CODES))
+    # DuckDB merged Spark's segment with its own: Spark reads the merged file next
+    assert [Path(s.path).name for s in back.index.segments] == ["records", "merged"]
+    again = _recorded(spark, chaos.config, since_last=True)
+    assert again.run["scan"]["base_run"] == back.run["id"] and again.run["scan"]["new_records"] == 0
+    assert identities(again) == identities(run_audit(spark, chaos.config, settled(), CODES))
 
 
 @pytest.mark.integration
@@ -305,26 +287,28 @@ def test_an_old_history_without_record_indexes_gains_the_column(spark, tmp_path:
 
 
 @pytest.mark.integration
-def test_the_cli_flag_reports_the_scan_mode(spark_jars: Path, tmp_path: Path) -> None:
+def test_the_cli_flag_reports_the_scan_mode(tmp_path: Path) -> None:
+    """The flag from the command line, on the DuckDB engine (seconds; the Spark engine's runs of
+    the same code path are the tests above, in process)."""
     chaos = recorded_copy(tmp_path)
-    env = {"EOCTL_JARS_DIR": str(spark_jars)}
-    # one check is enough to see the flag at work (and keeps this test's three Spark processes short)
-    audit = ("--config", str(chaos.config_path), "--format", "json", "audit", "--select", "EO101", "--fail-on", "critical")
-    plain = run_eoctl(*audit, env=env)
+    audit = ("--engine", "duckdb", "--config", str(chaos.config_path), "--format", "json", "audit",
+             "--fail-on", "critical")
+    plain = run_eoctl(*audit)
     assert plain.code in (0, 1), plain.stderr
     records = chaos.config_path.parent / "eoctl-history.records"
     assert not records.exists() or not any(records.iterdir())  # a plain audit keeps no copy of the records
     args = (*audit, "--since-last")
-    first = run_eoctl(*args, env=env)
+    first = run_eoctl(*args)
     assert first.code in (0, 1), first.stderr
     assert json.loads(first.stdout)["run"]["scan"]["mode"] == "full"
     assert "no earlier run to continue from: full scan" in first.stderr
-    _append_orders(chaos.config_path.parent, "part-1.parquet")
-    second = run_eoctl(*args, env=env)
+    append_orders(chaos.config_path.parent, "part-1.parquet")
+    second = run_eoctl(*args)
     scan = json.loads(second.stdout)["run"]["scan"]
     assert scan == {"mode": "incremental", "base_run": json.loads(first.stdout)["run"]["id"], "new_records": 6,
-                    "indexed_records": json.loads(first.stdout)["scanned"]["records"], "continued": ["messages"]}
-    bad = run_eoctl("--config", str(chaos.config_path), "audit", "--since-last", "--range", "orders:0", env=env)
+                    "indexed_records": json.loads(first.stdout)["scanned"]["records"], "continued": []}
+    assert json.loads(second.stdout)["scanned"]["records"] == json.loads(first.stdout)["scanned"]["records"] + 6
+    bad = run_eoctl("--config", str(chaos.config_path), "audit", "--since-last", "--range", "orders:0")
     assert bad.code == 2 and "--since-last" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -334,9 +318,20 @@ def _message(partition: int, mid: str, token: str, seq: int, producer: str = "sh
         ("eo-sequence", str(seq).encode())]}
 
 
+def _audit_on(engine: str, spark, config: Config, record: bool = True, **kw) -> AuditReport:
+    """An audit of every code on `engine` (recorded, keeping an index, unless `record` is false)."""
+    if engine == "spark":
+        return _recorded(spark, config, **kw) if record else run_audit(spark, config, _options(**kw), CODES)
+    report = run_audit_duckdb(config, _options(keep_index=record, **kw), CODES)
+    if record:
+        incremental.record(None, config, report)
+    return report
+
+
 @pytest.mark.integration
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
 def test_on_a_live_topic_it_reads_only_new_offsets_and_finds_what_a_full_audit_finds(
-        spark, kafka, tmp_path: Path) -> None:
+        spark, kafka, tmp_path: Path, engine: str) -> None:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
@@ -350,9 +345,9 @@ def test_on_a_live_topic_it_reads_only_new_offsets_and_finds_what_a_full_audit_f
                                      for i in range(10)] + [_message(0, "m1-1", "t1-1", 11)])
     commit_group_offsets(kafka.bootstrap, "billing", topic, {0: 4})
     config = load_config(live_input_config(tmp_path, kafka.bootstrap, topic))
-    first = _recorded(spark, config)
+    first = _audit_on(engine, spark, config)
     assert first.scanned["records"] == 21
-    assert any("m1-1" in item for item in _findings(first)[("EO101", "billing", topic)][1])
+    assert any("m1-1" in item for item in identities(first)[("EO101", "billing", topic)][1])
 
     # more records: across the boundary, a redelivery (EO101), a new token for an old message
     # (EO102), an old (producer, sequence) on a new message (EO103); and normal ones
@@ -364,18 +359,18 @@ def test_on_a_live_topic_it_reads_only_new_offsets_and_finds_what_a_full_audit_f
     for f in admin.delete_records([TopicPartition(topic, 1, 3)]).values():  # retention took 0..2 of partition 1
         f.result(30)
 
-    incr = _recorded(spark, config, since_last=True)
-    full = run_audit(spark, config, settled(), CODES)
+    incr = _audit_on(engine, spark, config, since_last=True)
+    full = _audit_on(engine, spark, config, record=False)
     # each partition is read from what the index read (11 and 10), whatever the committed offsets;
     # the index gives partition 0's offsets 0..10 (4..10 now processed up to 6) and partition 1's
     # 3..9 (0..2 are gone)
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": 2 + 3,
-                                "indexed_records": 11 + 7, "continued": TOPIC_STATES}
+                                "indexed_records": 11 + 7, "continued": TOPIC_STATES if engine == "spark" else []}
     assert incr.scanned == full.scanned == {"records": 23}
-    assert _findings(incr) == _findings(full)
+    assert identities(incr) == identities(full)
     # m1-1's other copy is gone: the finding the state carried is gone too, as in a full audit
-    assert not any("m1-1" in item for item in _findings(incr)[("EO101", "billing", topic)][1])
-    codes = {code for code, _, _ in _findings(full)}
+    assert not any("m1-1" in item for item in identities(incr)[("EO101", "billing", topic)][1])
+    codes = {code for code, _, _ in identities(full)}
     assert {"EO101", "EO102", "EO103"} <= codes
 
 
@@ -427,7 +422,7 @@ def test_eo204_on_an_archive_continues_from_the_first_offsets_the_index_kept(spa
 
     again = _recorded(spark, config, ["EO204"], since_last=True)
     assert again.run["scan"]["mode"] == "incremental"
-    assert _findings(again) == _findings(first)
+    assert identities(again) == identities(first)
     assert again.index.lows == first.index.lows
 
     # the log start comes from the lows the index kept, not from reading the index: a low edited
@@ -449,5 +444,5 @@ def test_eo204_on_an_archive_continues_from_the_first_offsets_the_index_kept(spa
                    [json.dumps(edited), again.run["id"]])
     gained = _recorded(spark, config, ["EO204"], since_last=True)
     assert gained.run["scan"]["base_run"] == again.run["id"]
-    assert _findings(gained) == _findings(first)
+    assert identities(gained) == identities(first)
     assert gained.index.lows == first.index.lows

@@ -297,19 +297,10 @@ class AuditContext:
         if self.base is None or self._planned:
             return
         self._planned = True
-        plans: dict[str, list[PartitionPlan]] = {}
-        for name, ep in self.endpoints.items():
-            if ep.input is None:
-                continue
-            ends = self.base.ends.get(name, {})
-            if ep.input.kafka:
-                plan, reason = incremental.kafka_plan(self.config, ep.input, ends)
-                if plan is None:
-                    self.base, self.fallback = None, reason
-                    return
-                plans[name] = plan
-            else:
-                plans[name] = incremental.archive_plan(ends)
+        plans, reason = incremental.plan_reads(self.config, self.endpoints, self.base)
+        if plans is None:
+            self.base, self.fallback = None, reason
+            return
         self.plans = plans
 
     def fresh_stats(self) -> list[tuple[str, str, int, int, int, int]]:
@@ -538,11 +529,9 @@ def processed_flag():
 
 
 def _delete_tree(spark: SparkSession, path: str) -> None:
-    """Remove a scratch folder through Hadoop's file system API, which knows every scheme Spark
-    writes to (file, hdfs, s3a, ...)."""
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(hpath, True)
+    from eoctl.engine.files import HadoopFiles
+
+    HadoopFiles(spark).delete(path)
 
 
 #: the most keys AuditContext.keys broadcasts into a probe (a million 64-bit hashes: ~8 MB per task)

@@ -98,14 +98,9 @@ def audit(
 
     if record:
         try:
-            if on_duckdb:  # no record index on DuckDB yet: the history is all there is to write
-                from eoctl.history import record as record_history
+            from eoctl.incremental import record as record_run
 
-                record_history(config, report)
-            else:
-                from eoctl.incremental import record as record_run
-
-                record_run(spark, config, report)
+            record_run(None if on_duckdb else spark, config, report)
         except EoctlError as exc:  # the audit itself succeeded: say so, and why it was not recorded
             stderr.print(f"eoctl: warning: the run was not recorded in the findings history: {exc.one_line()}")
     if app.output is OutputFormat.json:

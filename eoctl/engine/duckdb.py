@@ -130,11 +130,13 @@ def protocol_view(con: duckdb.DuckDBPyConnection, view: str, records: str, names
 
 
 def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[str] | None = None,
-                       options=None, keep: bool = True) -> None:
+                       options=None, keep: bool = True, index=None) -> dict[str, dict[str, dict[int, int]]]:
     """The audit's working copy of every audited input, as `records` (eoctl.expr.records): read
     once, kept in the run's database (spilling to disk past `memory_limit`); with `keep` false a
     view (one query reads it: only its columns are decoded). `options` (AuditOptions): only its
-    ranges, and records at or after `since` and before `until`."""
+    ranges, and records at or after `since` and before `until`. `index`
+    (eoctl.engine.duckdb_index.IndexRun): the record index this run continues from or keeps.
+    Returns the committed offsets it was taken against (endpoint -> topic -> partition)."""
     import pyarrow as pa
 
     from eoctl.expr import Dialect, compile_sql
@@ -143,6 +145,7 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
 
     keys = {h: getattr(config.protocol.headers, h) for h in HEADERS}
     selects, commits, kafka_starts, archived = [], [], [], []
+    committed: dict[str, dict[str, dict[int, int]]] = {}
     for name, ep in config.endpoints.items():
         if ep.input is None or (endpoints and name not in endpoints):
             continue
@@ -152,6 +155,8 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
 
             conn = config.kafka[ep.input.kafka]
             ranges = options.ranges if options is not None else None
+            if index is not None and index.kafka_ranges(name) is not None:
+                ranges = index.kafka_ranges(name)  # from where the index ends
             mine = [r for r in ranges or [] if r.topic in ep.input.topics]
             if ranges and not mine:  # --range names only other inputs' topics: none of this one's
                 con.execute(f"CREATE OR REPLACE TABLE {_ident(f'raw_{name}')} AS SELECT "
@@ -166,10 +171,15 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
             read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics)
             archived.append(name)
         protocol_view(con, f"protocol_{name}", f"raw_{name}", keys)
+        conds = _record_filter(options)
+        if index is not None and ep.input.archive and index.archive_condition(name):
+            conds.append(index.archive_condition(name))  # the rows after where the index ends
+        where = " WHERE " + " AND ".join(conds) if conds else ""
         selects.append(f"SELECT {repr_sql(name)} AS endpoint, topic, partition, \"offset\", timestamp, "
-                       f"{', '.join(HEADERS)} FROM {_ident(f'protocol_{name}')}{_record_filter(options)}")
+                       f"{', '.join(HEADERS)} FROM {_ident(f'protocol_{name}')}{where}")
+        committed[name] = input_committed_offsets(config, ep.input)
         commits += [{"c_endpoint": name, "c_topic": t, "c_partition": p, "committed": o}
-                    for t, parts in input_committed_offsets(config, ep.input).items() for p, o in parts.items()]
+                    for t, parts in committed[name].items() for p, o in parts.items()]
     if not selects:
         selects.append("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in _PROTOCOL_SQL_TYPES.items())
                        + " WHERE false")
@@ -177,7 +187,12 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     _table_of_rows(con, "commits", commits, pa.schema([
         ("c_endpoint", pa.string()), ("c_topic", pa.string()), ("c_partition", pa.int32()), ("committed", pa.int64())]))
     sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb), Dialect.duckdb)
-    con.execute(f"CREATE OR REPLACE {'TABLE' if keep else 'VIEW'} records AS {sql}")
+    if index is None:
+        con.execute(f"CREATE OR REPLACE {'TABLE' if keep else 'VIEW'} records AS {sql}")
+    else:
+        from eoctl.engine.duckdb_index import records_with_index
+
+        records_with_index(con, sql, index, committed, "TABLE" if keep else "VIEW")
     _table_of_rows(con, "kafka_log_starts", kafka_starts, pa.schema([
         ("ep", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("log_start", pa.int64())]))
     # an archive's log start is the first offset it holds (of every record, usable or not)
@@ -185,6 +200,7 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     con.execute(f"CREATE OR REPLACE {'TABLE' if keep else 'VIEW'} log_starts AS SELECT endpoint AS ep, topic, "
                 f'partition, min("offset") AS log_start FROM records WHERE endpoint IN ({in_archives}) GROUP BY ALL '
                 "UNION ALL SELECT * FROM kafka_log_starts")
+    return committed
 
 
 def _table_of_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], schema) -> None:
@@ -196,10 +212,10 @@ def _table_of_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], 
     con.unregister(f"{name}_arrow")
 
 
-def _record_filter(options) -> str:
-    """The WHERE clause of --range, --since and --until (the Spark reader's predicates)."""
+def _record_filter(options) -> list[str]:
+    """The conditions of --range, --since and --until (the Spark reader's predicates)."""
     if options is None:
-        return ""
+        return []
     conds = []
     if options.ranges:
         one = []
@@ -215,7 +231,7 @@ def _record_filter(options) -> str:
         if bound is not None:
             utc = bound.astimezone(dt.timezone.utc).replace(tzinfo=None)
             conds.append(f"timestamp {op} TIMESTAMP '{utc.isoformat(sep=' ')}'")
-    return " WHERE " + " AND ".join(conds) if conds else ""
+    return conds
 
 
 _PROTOCOL_SQL_TYPES = {"endpoint": "VARCHAR", **{c: RECORD_SQL_TYPES[c] for c in ("topic", "partition", "offset", "timestamp")},

@@ -35,16 +35,17 @@ if TYPE_CHECKING:
 
 def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOptions, step: Callable[[str], None],
                 *, sinks: bool = True, blobs: bool = False, hashed: bool = False, layout=None,
-                keep_records: bool = True) -> Scope:
+                keep_records: bool = True, index=None) -> Scope:
     """Make the tables of eoctl.expr.inputs views of `con`: the records of every audited input,
     the store tables, and (when asked) sinks and blob listings (with the content's sha256 when
     `hashed`); the scope that describes them. `layout`: the run's StoreLayout, when it has one;
-    `keep_records`: computed once into the run's database (many checks read them), else a view."""
+    `keep_records`: computed once into the run's database (many checks read them), else a view;
+    `index` (eoctl.engine.duckdb_index.IndexRun): the record index the audit continues or keeps."""
     from eoctl.stores.layout import StoreLayout
 
     scope = _scope(config, options)
     step("reading the records of every input")
-    build_working_copy(con, config, list(scope.endpoints), options, keep=keep_records)
+    build_working_copy(con, config, list(scope.endpoints), options, keep=keep_records, index=index)
     scope.layout = layout or StoreLayout(config)
     step("reading the store tables")
     copies: dict[tuple[str, str], str] = {}
@@ -60,19 +61,36 @@ def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOp
 
 def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict[str, Any],
               step: Callable[[str], None]) -> AuditReport:
-    """The findings of `codes` over a full scan of every audited input (no --since-last yet)."""
+    """The findings of `codes` over every record of the audited inputs: all read from the source,
+    or (`--since-last`) those a recorded run's index holds and the ones added since. With
+    `options.keep_index` the records become this run's record index (report.index)."""
+    from eoctl import incremental
+    from eoctl.engine import duckdb_index
     from eoctl.expr import Dialect, compile_sql
     from eoctl.expr.catalog import CHECKS
     from eoctl.expr.records import records_table
     from eoctl.report.findings import CATALOG, AuditReport, Finding
 
     report = AuditReport(run=run)
+    scope = _scope(config, options)
+    index = None
+    if options.since_last or options.keep_index:
+        if options.since_last:
+            step("looking for the record index of the last recorded run")
+        keeps = options.keep_index and incremental.indexable(config, options)
+        partial = incremental.partial_path(config, run["id"]) if keeps else None
+        index = duckdb_index.IndexRun.open(config, scope.endpoints, options.since_last, partial)
     con = connect(config.engine.memory_limit)
     try:
         scope = open_inputs(con, config, options, step, blobs=any(c.startswith("EO4") for c in codes),
-                            hashed="EO403" in codes)
-        report.scanned["records"] = con.execute("SELECT count(*) FROM records").fetchall()[0][0]
-        report.run["scan"] = {"mode": "full", "new_records": report.scanned["records"], "indexed_records": 0}
+                            hashed="EO403" in codes, index=index)
+        report.scanned["records"] = total = con.execute("SELECT count(*) FROM records").fetchall()[0][0]
+        index = index or duckdb_index.IndexRun()
+        stats = duckdb_index.fresh_stats(con) if index.base is not None or index.partial else []
+        fresh = sum(row[4] for row in stats) if index.base is not None else total
+        report.run["scan"] = incremental.scan_summary(index.base, index.fallback, options.since_last, total, fresh)
+        if index.base is not None:
+            report.run["scan"]["continued"] = []  # every check runs over every record: no state to continue
         report.notes = scope.layout.notes(list(scope.endpoints))
         if "EO601" in codes:
             load_transactions(con, scope)
@@ -85,8 +103,13 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
                                                 f"{run['id']}-{code}-{hit.endpoint}")
                 if count:
                     report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
+        if index.partial is not None:
+            step("keeping the record index for the next --since-last run")
+            report.index = duckdb_index.keep(con, config, run["id"], index, scope.endpoints, run["started_at"], stats)
     finally:
         con.close()
+        if index is not None and index.partial is not None and report.index is None:
+            incremental.discard(None, index.partial)  # nothing half-written: no history row names it
     return report
 
 

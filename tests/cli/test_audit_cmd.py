@@ -62,7 +62,7 @@ def test_bad_audit_options_are_usage_errors(args: list[str], message: str) -> No
     (["--engine", "duckdb", "--master", "local[1]", "audit"],
      "--master/--remote means the Spark engine: it does not combine with --engine duckdb"),
     (["--engine", "flink", "audit"], "Invalid value for '--engine'"),
-    (["--engine", "duckdb", "audit", "--since-last"], "--since-last runs on the Spark engine only, for now"),
+    (["--engine", "duckdb", "audit", "--since-last", "--range", "orders:0"], "--since-last continues a full scan"),
 ])
 def test_bad_engine_choices_are_usage_errors(args: list[str], message: str) -> None:
     result = run_eoctl("--config", CHAOS, *args)

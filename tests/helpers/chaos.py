@@ -130,3 +130,46 @@ def removed(before: dict, after: dict) -> tuple[set[tuple], set[str]]:
     rows = {(table, row) for table, got in before["tables"].items() for row in got if row not in after["tables"][table]}
     files = set(before["files"]) - set(after["files"])
     return rows, files
+
+
+def append_orders(folder: Path, name: str) -> int:
+    """Append records to the `orders` archive as a new Parquet file, at offsets after the last:
+    a redelivery of an old message with its old token (EO101 across the boundary), an old message
+    under a new token (EO102), an old (producer, sequence) on a new message (EO103), and normal
+    records. Returns how many."""
+    import duckdb
+
+    archive = folder / "topics" / "orders"
+    src = f"read_parquet('{archive}/*.parquet')"
+    db = duckdb.connect()
+    db.execute(f"create table old as select * from {src}")
+    ends = dict(db.execute('select "partition", max("offset") + 1 from old group by 1').fetchall())
+
+    def header(k: str, v: str) -> str:
+        return f"{{'key': '{k}', 'value': encode('{v}')}}"
+
+    def with_header(key: str, value: str) -> str:
+        return (f"list_transform(headers, lambda h: case when h.key = '{key}' then {header(key, value)} "
+                "else h end)")
+
+    def fresh(partition: int) -> str:  # a normal new message, also from a new producer
+        mid = uuid.uuid4().hex
+        return (f"select topic, {partition} as \"partition\", 0::bigint as \"offset\", now() as timestamp, "
+                f"encode('{mid}') as key, encode('v') as value, [{header('eo-message-id', mid)}, "
+                f"{header('eo-token-id', uuid.uuid4().hex)}, {header('eo-producer', 'late')}] as headers "
+                "from old limit 1")
+
+    parts = [
+        "select * from old where \"partition\" = 0 and \"offset\" = 3",  # redelivered as it was
+        f"select * replace ({with_header('eo-token-id', 'regenerated-token')} as headers) "
+        "from old where \"partition\" = 1 and \"offset\" = 5",  # processed twice
+        f"select * replace ({with_header('eo-message-id', 'another-message')} as headers) "
+        "from old where \"partition\" = 0 and \"offset\" = 1",  # sequence reused
+        fresh(0), fresh(1), fresh(1),
+    ]
+    db.execute("create table new as " + " union all ".join(f"({p})" for p in parts))
+    first = " ".join(f'when "partition" = {p} then {e}' for p, e in ends.items())
+    db.execute(f'create table numbered as select * replace ((case {first} end) + row_number() over '
+               '(partition by "partition" order by key) - 1 as "offset", now() as timestamp) from new')
+    db.execute(f"copy numbered to '{archive / name}' (format parquet)")
+    return db.execute("select count(*) from numbered").fetchone()[0]

@@ -1,0 +1,101 @@
+"""The few file-system operations the record index needs (exists, rename, delete, list), for each
+engine: the Spark engine through Hadoop's file system API, which knows every scheme Spark writes to
+(file, hdfs, s3a); the DuckDB engine through fsspec, which knows what DuckDB and Python read."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class IndexFiles(Protocol):
+    def exists(self, path: str) -> bool: ...
+
+    def mkdirs(self, path: str) -> None: ...
+
+    def rename(self, src: str, dst: str) -> bool: ...
+
+    def delete(self, path: str) -> None:
+        """Remove a folder and all below it; a missing path is no error."""
+
+    def children(self, root: str) -> list[tuple[str, float]]:
+        """(name, modification time in epoch milliseconds) of each entry of `root`; [] when it
+        does not exist."""
+
+
+def index_files(spark: SparkSession | None) -> IndexFiles:
+    """The file system of the record index: Spark's when a session is given, else fsspec's."""
+    return HadoopFiles(spark) if spark is not None else FsspecFiles()
+
+
+class HadoopFiles:
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+
+    def _fs(self, path: str):
+        hpath = self._spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+        return hpath.getFileSystem(self._spark.sparkContext._jsc.hadoopConfiguration()), hpath
+
+    def exists(self, path: str) -> bool:
+        fs, hpath = self._fs(path)
+        return bool(fs.exists(hpath))
+
+    def mkdirs(self, path: str) -> None:
+        fs, hpath = self._fs(path)
+        fs.mkdirs(hpath)
+
+    def rename(self, src: str, dst: str) -> bool:
+        fs, hsrc = self._fs(src)
+        return bool(fs.rename(hsrc, self._fs(dst)[1]))
+
+    def delete(self, path: str) -> None:
+        fs, hpath = self._fs(path)
+        fs.delete(hpath, True)
+
+    def children(self, root: str) -> list[tuple[str, float]]:
+        fs, hroot = self._fs(root)
+        if not fs.exists(hroot):
+            return []
+        return [(s.getPath().getName(), float(s.getModificationTime())) for s in fs.listStatus(hroot)]
+
+
+class FsspecFiles:
+    def _fs(self, path: str):
+        import fsspec
+
+        fs, _, (resolved,) = fsspec.get_fs_token_paths(path)
+        return fs, resolved
+
+    def exists(self, path: str) -> bool:
+        fs, p = self._fs(path)
+        return bool(fs.exists(p))
+
+    def mkdirs(self, path: str) -> None:
+        fs, p = self._fs(path)
+        fs.makedirs(p, exist_ok=True)
+
+    def rename(self, src: str, dst: str) -> bool:
+        fs, s = self._fs(src)
+        d = self._fs(dst)[1]
+        if fs.exists(d):  # as Hadoop's rename: never onto an existing folder
+            return False
+        fs.mv(s, d, recursive=True)
+        return True
+
+    def delete(self, path: str) -> None:
+        fs, p = self._fs(path)
+        if fs.exists(p):
+            fs.rm(p, recursive=True)
+
+    def children(self, root: str) -> list[tuple[str, float]]:
+        fs, p = self._fs(root)
+        if not fs.exists(p):
+            return []
+        out = []
+        for info in fs.ls(p, detail=True):
+            mtime = info.get("mtime") or info.get("LastModified") or 0
+            stamp = mtime.timestamp() if hasattr(mtime, "timestamp") else float(mtime)
+            out.append((info["name"].rstrip("/").rsplit("/", 1)[-1], stamp * 1000))
+        return out
