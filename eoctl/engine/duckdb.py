@@ -79,9 +79,13 @@ def visible_files(fs, root: str) -> list[tuple[str, dict]]:
 def read_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, fmt: str,
                  topics: list[str] | None = None) -> None:
     """Make `view` the records of the archive at `path` in the normalized record schema; only
-    `topics` when given."""
+    `topics` when given. A JSON archive's lines that are not records are the view `{view}_bad`
+    (undecodable_lines)."""
+    if fmt == "json":
+        _read_json_archive(con, view, path, topics)
+        return
     if fmt != "parquet":
-        raise SourceError(f"the DuckDB engine reads Parquet topic archives; {path} is {fmt}")
+        raise SourceError(f"the DuckDB engine reads Parquet and JSON topic archives; {path} is {fmt}")
     files = archive_files(path, fmt)
     listed = ", ".join(f"'{_sql_text(f)}'" for f in files)
     columns = _parquet_columns(con, listed)
@@ -92,8 +96,86 @@ def read_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, fmt: str,
     # A timestamp Spark wrote is an instant (TIMESTAMP WITH TIME ZONE here): the session's zone is
     # UTC, so the cast gives the UTC wall time, as Spark shows it.
     select = ", ".join(f"CAST({_ident(c)} AS {t}) AS {_ident(c)}" for c, t in RECORD_SQL_TYPES.items())
-    where = f" WHERE topic IN ({', '.join(repr_sql(t) for t in topics)})" if topics else ""
-    con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT {select} FROM read_parquet([{listed}]){where}")
+    con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT {select} FROM read_parquet([{listed}])"
+                f"{_topic_filter(topics)}")
+
+
+def _topic_filter(topics: list[str] | None, column: str = "topic") -> str:
+    return f" WHERE {column} IN ({', '.join(repr_sql(t) for t in topics)})" if topics else ""
+
+
+#: JSON types a field of each kind may have and still decode as Spark's JSON reader decodes it
+#: (eoctl.sources.archive: PERMISSIVE mode, where a field that does not convert makes the line a
+#: corrupt record): a number field takes a JSON integer in range; a text field takes any value (a
+#: number or object becomes its JSON text); a time takes a text Spark parses or an integer
+#: (seconds); binary takes base64 text; every field may be absent or null.
+def _field_decodes(json: str, path: str, kind: str) -> str:
+    t = f"json_type({json}, {repr_sql(path)})"
+    absent = f"{t} IS NULL OR {t} = 'NULL'"
+    value = f"json_extract_string({json}, {repr_sql(path)})"
+    if kind == "INTEGER":
+        ok = f"{t} IN ('BIGINT', 'UBIGINT') AND try_cast({value} AS INTEGER) IS NOT NULL"
+    elif kind == "BIGINT":
+        ok = f"{t} IN ('BIGINT', 'UBIGINT') AND try_cast({value} AS BIGINT) IS NOT NULL"
+    elif kind == "TIMESTAMP":
+        ok = f"({t} = 'VARCHAR' AND try_cast({value} AS TIMESTAMPTZ) IS NOT NULL) OR {t} IN ('BIGINT', 'UBIGINT')"
+    elif kind == "BLOB":
+        ok = f"{t} = 'VARCHAR' AND try(from_base64({value})) IS NOT NULL"
+    else:
+        ok = "true"
+    return f"(({absent}) OR ({ok}))"
+
+
+def _read_json_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, topics: list[str] | None) -> None:
+    """A JSON-lines archive read line by line, so that a line that is not a record is named by
+    file and 1-based line (blank lines counted) instead of being skipped in silence: `{view}` holds
+    the lines that decode as records with a place in the log (topic, partition, offset),
+    `{view}_bad` the others (file, line, problem, text: the first 200 characters). Both come from
+    one parse of the lines, so they always agree. Each file is read whole (read_text): a JSON
+    archive's files are as large as the writer's rolling makes them."""
+    files = archive_files(path, "json")
+    listed = ", ".join(repr_sql(f) for f in files)
+    place = ("topic", "partition", "offset")
+    j = "text"
+    headers_ok = (f"(json_type({j}, '$.headers') IS NULL OR json_type({j}, '$.headers') = 'NULL' OR "
+                  f"(json_type({j}, '$.headers') = 'ARRAY' AND coalesce(list_bool_and(list_transform("
+                  f"json_extract({j}, '$.headers[*]'), lambda h: json_type(h) = 'NULL' OR (json_type(h) = 'OBJECT' "
+                  f"AND {_field_decodes('h', '$.value', 'BLOB')}))), true)))")
+    fields_ok = " AND ".join([_field_decodes(j, "$.partition", "INTEGER"), _field_decodes(j, "$.offset", "BIGINT"),
+                              _field_decodes(j, "$.timestamp", "TIMESTAMP"), headers_ok])
+    con.execute(f"""CREATE OR REPLACE VIEW {_ident(view + '_lines')} AS
+        WITH raw AS (SELECT filename AS file, string_split(content, chr(10)) AS parts FROM read_text([{listed}])),
+        numbered AS (SELECT file, generate_subscripts(parts, 1) AS line, unnest(parts) AS raw_text FROM raw),
+        lines AS (SELECT file, line, rtrim(raw_text, chr(13)) AS text FROM numbered WHERE trim(raw_text) <> ''),
+        objects AS (SELECT *, coalesce(json_valid(text), false) AND json_type(CASE WHEN json_valid(text) THEN text
+                                                                                   END) = 'OBJECT' AS is_object
+                    FROM lines)
+        SELECT file, line, text, CASE WHEN is_object THEN {fields_ok} ELSE false END AS decodes,
+               CASE WHEN is_object THEN json_extract_string(text, '$.topic') END AS topic,
+               CASE WHEN is_object THEN json_extract_string(text, '$.partition') END AS "partition",
+               CASE WHEN is_object THEN json_extract_string(text, '$.offset') END AS "offset"
+        FROM objects""")
+    placed = " AND ".join(f"{_ident(c)} IS NOT NULL" for c in place)
+    headers = ("list_transform(json_extract(text, '$.headers[*]'), lambda h: CASE WHEN json_type(h) <> 'NULL' THEN "
+               "{'key': json_extract_string(h, '$.key'), 'value': from_base64(json_extract_string(h, '$.value'))} END)")
+    timestamp = ("CASE WHEN json_type(text, '$.timestamp') = 'VARCHAR' THEN CAST(CAST(json_extract_string(text, "
+                 "'$.timestamp') AS TIMESTAMPTZ) AS TIMESTAMP) WHEN json_type(text, '$.timestamp') IN ('BIGINT', "
+                 "'UBIGINT') THEN CAST(to_timestamp(CAST(json_extract_string(text, '$.timestamp') AS BIGINT)) "
+                 "AS TIMESTAMP) END")
+    con.execute(f"""CREATE OR REPLACE VIEW {_ident(view)} AS
+        SELECT topic, CAST("partition" AS INTEGER) AS "partition", CAST("offset" AS BIGINT) AS "offset",
+               {timestamp} AS timestamp, from_base64(json_extract_string(text, '$.key')) AS key,
+               from_base64(json_extract_string(text, '$.value')) AS value, {headers} AS headers
+        FROM {_ident(view + '_lines')} WHERE decodes AND {placed}{' AND topic IN (' + ', '.join(
+            repr_sql(t) for t in topics) + ')' if topics else ''}""")
+    con.execute(f"""CREATE OR REPLACE VIEW {_ident(view + '_bad')} AS
+        SELECT file, CAST(line AS BIGINT) AS line,
+               CASE WHEN NOT decodes THEN 'not a record: malformed JSON or a field of the wrong type'
+                    ELSE 'no ' || concat_ws(', ', {', '.join(f"CASE WHEN {_ident(c)} IS NULL THEN '{c}' END"
+                                                           for c in place)}) END AS problem,
+               substr(text, 1, 200) AS text
+        FROM {_ident(view + '_lines')} WHERE (NOT decodes OR NOT ({placed}))
+        {' AND (topic IS NULL OR topic IN (' + ', '.join(repr_sql(t) for t in topics) + '))' if topics else ''}""")
 
 
 def _parquet_columns(con: duckdb.DuckDBPyConnection, listed: str) -> set[str]:
@@ -144,7 +226,7 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     from eoctl.sources import input_committed_offsets
 
     keys = {h: getattr(config.protocol.headers, h) for h in HEADERS}
-    selects, commits, kafka_starts, archived = [], [], [], []
+    selects, commits, kafka_starts, archived, bad = [], [], [], [], []
     committed: dict[str, dict[str, dict[int, int]]] = {}
     for name, ep in config.endpoints.items():
         if ep.input is None or (endpoints and name not in endpoints):
@@ -170,6 +252,8 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
         else:
             read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics)
             archived.append(name)
+            if ep.input.archive_format == "json":
+                bad.append(f"SELECT {repr_sql(name)} AS ep, * FROM {_ident(f'raw_{name}_bad')}")
         protocol_view(con, f"protocol_{name}", f"raw_{name}", keys)
         conds = _record_filter(options)
         if index is not None and ep.input.archive and index.archive_condition(name):
@@ -184,6 +268,9 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
         selects.append("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in _PROTOCOL_SQL_TYPES.items())
                        + " WHERE false")
     con.execute("CREATE OR REPLACE VIEW protocol AS " + " UNION ALL ".join(selects))
+    bad.append("SELECT NULL::VARCHAR AS ep, NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS problem, "
+               "NULL::VARCHAR AS text WHERE false")
+    con.execute("CREATE OR REPLACE VIEW undecodable AS " + " UNION ALL ".join(bad))
     _table_of_rows(con, "commits", commits, pa.schema([
         ("c_endpoint", pa.string()), ("c_topic", pa.string()), ("c_partition", pa.int32()), ("committed", pa.int64())]))
     sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb), Dialect.duckdb)

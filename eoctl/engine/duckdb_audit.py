@@ -103,6 +103,8 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
                                                 f"{run['id']}-{code}-{hit.endpoint}")
                 if count:
                     report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
+                if code == "EO106":  # lines the scan could not read are part of what it scanned
+                    report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
         if index.partial is not None:
             step("keeping the record index for the next --since-last run")
             report.index = duckdb_index.keep(con, config, run["id"], index, scope.endpoints, run["started_at"], stats)
@@ -212,13 +214,7 @@ class DuckDBGarbagePlan:
 def _scope(config: Config, options: AuditOptions) -> Scope:
     from eoctl.expr.inputs import Scope
 
-    scope = Scope(config, options)
-    for name, ep in scope.endpoints.items():
-        if ep.input is not None and ep.input.archive and ep.input.archive_format != "parquet":
-            raise SourceError(f"the DuckDB engine reads Parquet topic archives; endpoint {name}'s "
-                              f"{ep.input.archive} is {ep.input.archive_format}",
-                              hint="use the Spark engine (--engine spark) for JSON archives")
-    return scope
+    return Scope(config, options)
 
 
 def load_transactions(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:

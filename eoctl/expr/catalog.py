@@ -16,11 +16,16 @@ if TYPE_CHECKING:
 Check = Callable[[Scope, "ir.Table", Dialect], Iterator[Hit]]
 
 
-def _json_archive_lines(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
-    """EO106: lines of a JSON archive that are not records. Only JSON archives have such lines,
-    and the DuckDB engine reads Parquet archives only, for now (it refuses a JSON one before any
-    check runs); the Spark engine's reader names them (eoctl.sources.archive)."""
-    return iter(())
+def undecodable_archive_lines(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
+    """EO106: lines of a JSON topic archive that are not records, so no other check saw them (the
+    engine's reader names them by file and line). They have no offset to place them in a range or
+    an index, so every audit reads the archive's lines again until the file is repaired."""
+    from eoctl.expr.inputs import undecodable_table
+
+    t = undecodable_table()
+    for name, ep in scope.endpoints.items():
+        if ep.input is not None and ep.input.archive and ep.input.archive_format == "json":
+            yield Hit("EO106", name, ep.input.archive, t.filter(t.ep == name).drop("ep").order_by("file", "line"))
 
 
 def hanging_transactions(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
@@ -36,7 +41,7 @@ def hanging_transactions(scope: Scope, records: ir.Table, dialect: Dialect) -> I
 
 CHECKS: dict[str, Check] = {
     **topics.CHECKS,
-    "EO106": _json_archive_lines,
+    "EO106": undecodable_archive_lines,
     "EO201": tokens.orphan_tokens,
     "EO202": tokens.silent_loss,
     "EO203": tokens.leaked_tokens,

@@ -41,6 +41,8 @@ LOG_STARTS_SCHEMA = {"ep": "string", "topic": "string", "partition": "int32", "l
 #: partitions of live inputs whose open transaction is older than the timeout (the broker's word)
 TRANSACTIONS_SCHEMA = {"ep": "string", "topic": "string", "partition": "int32", "last_stable_offset": "int64",
                        "high_watermark": "int64", "first_unstable_timestamp": "timestamp", "age_seconds": "int64"}
+#: lines of JSON archives that are not records (EO106), per endpoint
+UNDECODABLE_SCHEMA = {"ep": "string", "file": "string", "line": "int64", "problem": "string", "text": "string"}
 BLOB_LISTING_SCHEMA = {"name": "string", "size": "int64", "modified": "timestamp", "actual_sha256": "string"}
 
 
@@ -54,6 +56,10 @@ def log_starts_table() -> ir.Table:
 
 def transactions_table() -> ir.Table:
     return ibis.table(ibis.schema(TRANSACTIONS_SCHEMA), name="transactions")
+
+
+def undecodable_table() -> ir.Table:
+    return ibis.table(ibis.schema(UNDECODABLE_SCHEMA), name="undecodable")
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Each gives one expression with an `endpoint` column and the evidence columns of its code (as
 the Spark checks in eoctl.checks.topics give them), split by endpoint into Hits. Full scans:
 continuing from a recorded run's state (--since-last) is the engine's business (docs/engines.md).
-EO106 (lines of a JSON archive that are not records) is the reader's, not a query's.
+EO106 (lines of a JSON archive that are not records) is in eoctl.expr.catalog: the reader names them.
 """
 
 from __future__ import annotations

@@ -118,3 +118,54 @@ def test_undecodable_lines_of_other_topics_are_left_out(spark, tmp_path: Path) -
     got = undecodable_lines(spark, str(tmp_path), ["orders"]).collect()
     assert sorted((r.line, r.problem) for r in got) == [
         (2, "no partition, offset"), (3, "not a record: malformed JSON or a field of the wrong type")]
+
+
+#: lines at the edges of JSON decoding: the DuckDB engine's reader must judge each as Spark's does
+_EDGE_LINES = [
+    '{"topic": "orders", "partition": "1", "offset": 3}',  # a number as text
+    '{"topic": "orders", "partition": 1.5, "offset": 3}',  # a fraction where an integer goes
+    '{"topic": "orders", "partition": 4294967296, "offset": 3}',  # past int
+    '{"topic": "orders", "partition": 1, "offset": 9223372036854775808}',  # past long
+    '{"topic": "orders", "partition": 1, "offset": 3, "timestamp": "yesterday"}',
+    '{"topic": "orders", "partition": 1, "offset": 4, "timestamp": 1793534400}',  # seconds
+    '{"topic": "orders", "partition": 1, "offset": 5, "timestamp": null, "key": null}',
+    '{"topic": "orders", "partition": 1, "offset": 6, "headers": [{"key": "eo-message-id", "value": "!!"}]}',
+    '{"topic": "orders", "partition": 1, "offset": 7, "headers": {"key": "k"}}',  # not a list
+    '{"topic": "orders", "partition": 1, "offset": 8, "headers": [1]}',  # not a header
+    '{"topic": "orders", "partition": 1, "offset": 9, "headers": [null, {"key": "k"}]}',
+    '{"topic": "orders", "partition": 1, "offset": 10, "extra": {"a": 1}}',  # an unknown field
+    '{"topic": 5, "partition": 1, "offset": 11}',  # a number where text goes: its text ("5")
+    '{"topic": "orders", "partition": null, "offset": 12}',
+    '"just text"',
+    'null',
+    '{"topic": "orders", "partition": 1, "offset": 13}\r',  # a Windows line end
+]
+
+
+def test_the_duckdb_engine_reads_json_lines_as_spark_does(spark, tmp_path: Path) -> None:
+    """Every edge line, among good ones: the records each engine reads (with their place and
+    time) and the lines each names as not records are the same."""
+    from eoctl.engine.duckdb import connect
+    from eoctl.engine.duckdb import read_archive as read_on_duckdb
+
+    lines = [_good_line(100 + i) if i % 3 == 0 else _EDGE_LINES[i // 3] for i in range(3 * len(_EDGE_LINES))]
+    (tmp_path / "part-0.json").write_text("\n".join(lines) + "\n", newline="")
+    on_spark = read_archive(spark, str(tmp_path), "json", ["orders", "5"])
+    def row(topic, partition, offset, timestamp, key, headers):  # the values as Python compares them
+        return (topic, partition, offset, timestamp and timestamp.replace(tzinfo=None).isoformat(),
+                key and bytes(key), [h and (h[0], h[1] and bytes(h[1])) for h in headers or []])
+
+    spark_records = sorted(row(r.topic, r.partition, r.offset, r.timestamp, r.key,
+                               [h and (h.key, h.value) for h in r.headers or []]) for r in on_spark.collect())
+    spark_bad = sorted((r.file, r.line, r.problem) for r in undecodable_lines(spark, str(tmp_path), ["orders", "5"])
+                       .collect())
+    con = connect()
+    read_on_duckdb(con, "raw", str(tmp_path), "json", ["orders", "5"])
+    duck_records = sorted(
+        row(t, p, o, ts, k, [h and (h["key"], h["value"]) for h in hs or []])
+        for t, p, o, ts, k, hs in con.execute("SELECT topic, partition, \"offset\", timestamp, key, headers FROM raw")
+        .fetchall())
+    duck_bad = sorted(con.execute("SELECT file, line, problem FROM raw_bad").fetchall())
+    assert len(spark_records) > len(_EDGE_LINES) and spark_bad  # both kinds are there
+    assert duck_records == spark_records
+    assert duck_bad == spark_bad
