@@ -27,7 +27,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eoctl.config.model import Config, EndpointConfig
 from eoctl.errors import SourceError, UsageError
@@ -433,6 +433,11 @@ def _input_frame(spark: SparkSession, config: Config, name: str, ep: EndpointCon
                      F.lit(name).alias("consumer"))
 
 
+def live_clauses(clauses: list[Clause]) -> list[Clause]:
+    """The clauses that can match: a clause with an empty value set matches nothing."""
+    return [c for c in clauses if c and all(c.values())]
+
+
 def _clauses(clauses: list[Clause], test) -> Any:
     from functools import reduce
 
@@ -441,7 +446,7 @@ def _clauses(clauses: list[Clause], test) -> Any:
     def both(clause: Clause):
         return reduce(lambda a, b: a & b, (test(col, values) for col, values in clause.items()))
 
-    live = [c for c in clauses if c and all(c.values())]
+    live = live_clauses(clauses)
     return reduce(lambda a, b: a | b, (both(c) for c in live)) if live else F.lit(False)
 
 
@@ -504,32 +509,34 @@ def _sink_frames(spark: SparkSession, config: Config):
             yield name, sink, read_table(spark, config, sink)
 
 
+def sink_key_literal(column: str, value: str, kind: str) -> Any:
+    """`value` as the sink column's own kind ("integer", "number", else text), so the predicate is
+    pushed down to files and databases; a value that is not a number for a number column is a
+    usage error."""
+    try:
+        if kind == "integer":
+            return int(value)
+        if kind == "number":
+            return float(value)
+    except ValueError:
+        raise UsageError(f"--by {column}={value!r}: the sink column {column} holds numbers") from None
+    return value
+
+
 def _typed_literal(df: DataFrame, column: str, value: str):
-    """`value` in the column's own type, so the predicate is pushed down to files and databases."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DecimalType, DoubleType, FloatType, IntegralType
 
     dtype = df.schema[column].dataType
-    try:
-        if isinstance(dtype, IntegralType):
-            return F.col(column) == F.lit(int(value))
-        if isinstance(dtype, (DoubleType, FloatType, DecimalType)):
-            return F.col(column) == F.lit(float(value))
-    except ValueError:
-        raise UsageError(f"--by {column}={value!r}: the sink column {column} holds numbers") from None
-    return F.col(column).cast("string") == F.lit(value)
+    kind = ("integer" if isinstance(dtype, IntegralType)
+            else "number" if isinstance(dtype, (DoubleType, FloatType, DecimalType)) else "text")
+    literal = sink_key_literal(column, value, kind)
+    return F.col(column) == F.lit(literal) if kind != "text" else F.col(column).cast("string") == F.lit(literal)
 
 
-def find_by_sink_key(spark: SparkSession, config: Config, column: str, value: str) -> tuple[set[str], list[SinkRow]]:
+def find_by_sink_key(reader: TraceReader, config: Config, column: str, value: str) -> tuple[set[str], list[SinkRow]]:
     """Source message ids of the sink rows whose `column` equals `value`."""
-    rows: list[SinkRow] = []
-    seen_column = False
-    for name, sink, df in _sink_frames(spark, config):
-        if column not in df.columns:
-            continue
-        seen_column = True
-        for r in df.where(_typed_literal(df, column, value)).limit(1000).collect():
-            rows.append(SinkRow(name, sink.name, r.asDict()))
+    rows, seen_column = reader.sink_lookup(config, column, value)
     if not seen_column:
         known = sorted({f"{s.name}" for ep in config.endpoints.values() for s in ep.sinks})
         raise UsageError(f"--by {column}=...: no configured sink has a column {column!r}"
@@ -621,7 +628,72 @@ def _auto_bounds(options: TraceOptions, tokens: list[TokenRow], entries: list[En
                                 f"message less --window {window} (--full-scan reads everything)")
 
 
-def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: TraceOptions | None = None) -> TraceResult:
+class TraceReader(Protocol):
+    """What trace asks of an engine: scans of the inputs, sink lookups, and the catalog's
+    message-scoped checks over the rows gathered. Everything else is engine-free."""
+
+    def scan(self, config: Config, bounds: _Bounds, committed: dict[str, dict[str, dict[int, int]]],
+             clauses: list[Clause], purpose: str) -> tuple[list[dict[str, Any]], ScanNote]: ...
+
+    def sink_lookup(self, config: Config, column: str, value: str) -> tuple[list[SinkRow], bool]:
+        """The sink rows (at most 1,000 per sink) whose `column` equals `value`, and whether any
+        sink has that column."""
+
+    def sink_rows(self, config: Config, message_ids: set[str]) -> tuple[list[SinkRow], dict]: ...
+
+    def scoped_findings(self, config: Config, options: TraceOptions, hits: list[dict[str, Any]], committed: dict,
+                        stores: _Stores, sink_rows: list[SinkRow], sink_schemas: dict,
+                        messages: list[MessageTrace]) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class _SparkReader:
+    """trace on the Spark engine."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def scan(self, config, bounds, committed, clauses, purpose):
+        return _scan(self.spark, config, bounds, committed, clauses, purpose)
+
+    def sink_lookup(self, config, column, value):
+        rows: list[SinkRow] = []
+        seen_column = False
+        for name, sink, df in _sink_frames(self.spark, config):
+            if column not in df.columns:
+                continue
+            seen_column = True
+            for r in df.where(_typed_literal(df, column, value)).limit(1000).collect():
+                rows.append(SinkRow(name, sink.name, r.asDict()))
+        return rows, seen_column
+
+    def sink_rows(self, config, message_ids):
+        return _sink_rows(self.spark, config, message_ids)
+
+    def scoped_findings(self, config, options, hits, committed, stores, sink_rows, sink_schemas, messages):
+        return _scoped_findings(self.spark, config, options, hits, committed, stores, sink_rows, sink_schemas,
+                                messages)
+
+    def close(self) -> None:
+        pass
+
+
+def run_trace(spark: SparkSession | None, config: Config, lookup: Lookup,
+              options: TraceOptions | None = None) -> TraceResult:
+    """Trace `lookup` on the Spark engine (`spark`), or on the DuckDB engine (None)."""
+    if spark is not None:
+        return _run_trace(_SparkReader(spark), config, lookup, options)
+    from eoctl.engine.duckdb_trace import DuckDBTraceReader
+
+    reader = DuckDBTraceReader(config)
+    try:
+        return _run_trace(reader, config, lookup, options)
+    finally:
+        reader.close()
+
+
+def _run_trace(reader: TraceReader, config: Config, lookup: Lookup, options: TraceOptions | None) -> TraceResult:
     from eoctl.sources import input_committed_offsets
 
     options = options or TraceOptions()
@@ -636,7 +708,7 @@ def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: Trac
         token_ids = set(lookup.values)
     else:
         assert lookup.column is not None
-        ids, sink_hits = find_by_sink_key(spark, config, lookup.column, lookup.value)
+        ids, sink_hits = find_by_sink_key(reader, config, lookup.column, lookup.value)
         if not ids:
             notes.append(f"no sink row has {lookup.column} = {lookup.value!r}")
 
@@ -654,7 +726,7 @@ def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: Trac
     scans: list[ScanNote] = []
     searched = set(ids)
     # the stores' tokens of the message too: a record carrying one is what keeps it from being an orphan
-    hits, note = _scan(spark, config, bounds, committed,
+    hits, note = reader.scan(config, bounds, committed,
                        [{"message_id": ids}, {"token_id": token_ids | {t.token_id for t in tokens}},
                         {"causation_id": ids}],
                        "copies of the message and the messages it caused")
@@ -678,7 +750,7 @@ def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: Trac
         clauses: list[Clause] = [{"message_id": new_ids}, {"causation_id": new_ids},
                                  {"causation_id": {c for _, c in parents}, "producer": {p for p, _ in parents}}]
         clauses += [{"producer": {p}, "sequence": {q}} for p, q in sorted(sequences)]
-        more, note = _scan(spark, config, second, committed, clauses,
+        more, note = reader.scan(config, second, committed, clauses,
                            "other attempts for the same incoming message, records of the same sequence"
                            + (", copies by token" if new_ids else ""))
         scans.append(note)
@@ -694,14 +766,14 @@ def run_trace(spark: SparkSession, config: Config, lookup: Lookup, options: Trac
     registered = {i.ref for i in intents if i.kind == "token" and i.ref} - all_tokens
     if registered:  # tokens an attempt processing the message made: present ones are its garbage
         tokens += stores.tokens(message_ids=set(), token_ids=registered)
-    sink_rows, sink_schemas = _sink_rows(spark, config, ids)
+    sink_rows, sink_schemas = reader.sink_rows(config, ids)
     for row in sink_hits:
         if row not in sink_rows:
             sink_rows.append(row)
 
     messages = [_assemble(config, options, m, hits, tokens, entries, intents, sink_rows) for m in sorted(ids)]
-    found = [] if not messages else _scoped_findings(spark, config, options, hits, committed, stores, sink_rows,
-                                                     sink_schemas, messages)
+    found = [] if not messages else reader.scoped_findings(config, options, hits, committed, stores, sink_rows,
+                                                           sink_schemas, messages)
     for m in messages:
         m.findings = [f for f in found if m.message_id in names_message(f["code"], f["evidence"])]
         m.verdict, m.reasons = _verdict(m, hits)

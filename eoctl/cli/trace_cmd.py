@@ -49,8 +49,14 @@ def trace(
         stuck_after=parse_duration(stuck_after, "--stuck-after"), grace=parse_duration(grace, "--grace"))
     config = app.config()
     with progress(not app.json) as step:
-        step("starting Spark")
-        spark = app.spark()
+        spark = None
+        if config.engine.kind != "duckdb":
+            step("starting Spark")
+            spark = app.spark()
+        else:
+            from eoctl.config import paths
+
+            paths.require_paths(config)  # a missing file is one line, as on Spark
         step("tracing")
         result = run_trace(spark, config, lookup, options)
     if app.json:

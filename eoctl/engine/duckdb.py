@@ -212,13 +212,15 @@ def protocol_view(con: duckdb.DuckDBPyConnection, view: str, records: str, names
 
 
 def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[str] | None = None,
-                       options=None, keep: bool = True, index=None) -> dict[str, dict[str, dict[int, int]]]:
+                       options=None, keep: bool = True, index=None,
+                       endpoint_ranges: dict | None = None) -> dict[str, dict[str, dict[int, int]]]:
     """The audit's working copy of every audited input, as `records` (eoctl.expr.records): read
     once, kept in the run's database (spilling to disk past `memory_limit`); with `keep` false a
     view (one query reads it: only its columns are decoded). `options` (AuditOptions): only its
     ranges, and records at or after `since` and before `until`. `index`
-    (eoctl.engine.duckdb_index.IndexRun): the record index this run continues from or keeps.
-    Returns the committed offsets it was taken against (endpoint -> topic -> partition)."""
+    (eoctl.engine.duckdb_index.IndexRun): the record index this run continues from or keeps;
+    `endpoint_ranges`: endpoint -> the offset ranges of its live input to read (trace's slice of a
+    time span; [] reads nothing). Returns the committed offsets it was taken against (endpoint -> topic -> partition)."""
     import pyarrow as pa
 
     from eoctl.expr import Dialect, compile_sql
@@ -239,8 +241,10 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
             ranges = options.ranges if options is not None else None
             if index is not None and index.kafka_ranges(name) is not None:
                 ranges = index.kafka_ranges(name)  # from where the index ends
+            if endpoint_ranges is not None and name in endpoint_ranges:
+                ranges = endpoint_ranges[name]
             mine = [r for r in ranges or [] if r.topic in ep.input.topics]
-            if ranges and not mine:  # --range names only other inputs' topics: none of this one's
+            if ranges is not None and not mine:  # --range names only other inputs' topics: none of this one's
                 con.execute(f"CREATE OR REPLACE TABLE {_ident(f'raw_{name}')} AS SELECT "
                             + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in RECORD_SQL_TYPES.items())
                             + " WHERE false")

@@ -40,10 +40,11 @@ def commits_table(name: str = "commits") -> ir.Table:
     return ibis.table(COMMITS_SCHEMA, name=name)
 
 
-def working_copy(protocol: ir.Table, commits: ir.Table, dialect: Dialect) -> ir.Table:
+def working_copy(protocol: ir.Table, commits: ir.Table, dialect: Dialect, sequence_text: bool = False) -> ir.Table:
     """Records with their headers as text (NULL where not UTF-8), `seq`, `committed`, `processed`
     (below the committed offset; no commit: not processed) and `problem`: why the record's
-    protocol headers are unusable (EO105), else NULL."""
+    protocol headers are unusable (EO105), else NULL. `sequence_text`: also `sequence`, the
+    eo-sequence header as text (what trace shows and matches on)."""
     text = protocol.mutate(**{f"{h}_text": utf8_text(protocol[h], dialect) for h in HEADERS})
     seq = text.sequence_text.try_cast("int64")
     not_utf8 = ibis.or_(*[text[h].notnull() & text[f"{h}_text"].isnull() for h in HEADERS])
@@ -67,6 +68,7 @@ def working_copy(protocol: ir.Table, commits: ir.Table, dialect: Dialect) -> ir.
         message_id=with_commit.message_id_text, token_id=with_commit.token_id_text,
         producer=with_commit.producer_text, seq=seq.name("seq"), causation_id=with_commit.causation_id_text,
         attempt_id=with_commit.attempt_id_text, blobs=with_commit.blobs_text, problem=problem,
+        **({"sequence": with_commit.sequence_text} if sequence_text else {}),
     )
 
 

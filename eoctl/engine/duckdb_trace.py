@@ -1,0 +1,217 @@
+"""`eoctl trace` on the DuckDB engine (eoctl.trace.TraceReader): the inputs read as the audit reads
+them (eoctl.engine.duckdb.build_working_copy, as views: only the matching records are decoded
+and fetched), sinks through the audit's sink readers, and the message's findings from the
+catalog's own expressions (eoctl.expr.catalog) over tables holding only the rows trace gathered.
+
+A finding's evidence is given as the Spark engine gives it (Spark's `to_json`: null fields left
+out, times as `2026-11-01T12:00:00.000Z`), so that a trace reads the same on both engines.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from typing import TYPE_CHECKING, Any
+
+from eoctl.engine.duckdb import _ident, _table_of_rows, build_working_copy, connect, repr_sql
+
+if TYPE_CHECKING:
+    from eoctl.config.model import Config
+    from eoctl.trace import Clause, MessageTrace, ScanNote, SinkRow, TraceOptions, _Bounds, _Stores
+
+#: the columns of a record trace keeps (eoctl.trace._scan's, as the Spark engine gives them)
+_HIT_COLUMNS = ("topic", "partition", "offset", "timestamp", "committed", "message_id", "token_id", "producer",
+                "sequence", "causation_id", "attempt_id", "blobs", "seq", "problem", "processed")
+_LIMIT = 1000  # sink rows per sink, as on Spark
+
+
+class DuckDBTraceReader:
+    def __init__(self, config: Config) -> None:
+        self.con = connect(config.engine.memory_limit)
+        self._sinks: dict[tuple[str, str], tuple[str, Any]] | None = None  # (endpoint, sink) -> (view, schema)
+        self._copies: dict[tuple[str, str], str] = {}
+
+    def close(self) -> None:
+        self.con.close()
+
+    # ---------------------------------------------------------------------------- topics
+
+    def scan(self, config: Config, bounds: _Bounds, committed: dict, clauses: list[Clause],
+             purpose: str) -> tuple[list[dict[str, Any]], ScanNote]:
+        from eoctl.checks.context import AuditOptions
+        from eoctl.expr import Dialect, compile_sql
+        from eoctl.expr.records import commits_table, protocol_table, working_copy
+        from eoctl.trace import ScanNote, _kafka_ranges, live_clauses
+
+        inputs, ranges = [], {}
+        for name, ep in config.endpoints.items():
+            if ep.input is None:
+                continue
+            inputs.append(f"{name} ({', '.join(ep.input.topics)})")
+            if ep.input.kafka and (bounds.since or bounds.until):
+                ranges[name] = _kafka_ranges(config, ep, bounds)  # the broker's offsets of those times
+        full = bounds.since is None and bounds.until is None
+        if not inputs:
+            return [], ScanNote(purpose, inputs, bounds.why, 0, full)
+        build_working_copy(self.con, config, None, AuditOptions(since=bounds.since, until=bounds.until), keep=False,
+                           endpoint_ranges=ranges)
+        sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb, sequence_text=True),
+                          Dialect.duckdb)
+        self.con.execute(f"CREATE OR REPLACE VIEW trace_records AS {sql}")
+        records = self.con.execute("SELECT count(*) FROM protocol").fetchall()[0][0]
+        live = live_clauses(clauses)
+        if not live:
+            return [], ScanNote(purpose, inputs, bounds.why, records, full)
+        where = " OR ".join("(" + " AND ".join(f"{_ident(col)} IN ({', '.join(repr_sql(v) for v in sorted(values))})"
+                                               for col, values in c.items()) + ")" for c in live)
+        rows = self.con.sql(f"SELECT endpoint AS consumer, {', '.join(_ident(c) for c in _HIT_COLUMNS)} "
+                            f"FROM trace_records WHERE {where}").to_arrow_table().to_pylist()
+        return rows, ScanNote(purpose, inputs, bounds.why, records, full)
+
+    # ----------------------------------------------------------------------------- sinks
+
+    def _sink_views(self, config: Config) -> dict[tuple[str, str], tuple[str, Any]]:
+        from eoctl.engine.duckdb_audit import read_sink
+
+        if self._sinks is None:
+            self._sinks = {}
+            for name, ep in config.endpoints.items():
+                for sink in ep.sinks:
+                    view = f"all_sink_{len(self._sinks)}"
+                    self._sinks[(name, sink.name)] = (view, read_sink(self.con, config, sink, view, self._copies))
+        return self._sinks
+
+    def sink_lookup(self, config: Config, column: str, value: str) -> tuple[list[SinkRow], bool]:
+        from eoctl.trace import SinkRow, sink_key_literal
+
+        rows: list[SinkRow] = []
+        seen_column = False
+        for (name, sink), (view, schema) in self._sink_views(config).items():
+            if column not in schema:
+                continue
+            seen_column = True
+            dtype = schema[column]
+            kind = "integer" if dtype.is_integer() else "number" if dtype.is_floating() or dtype.is_decimal() else "text"
+            literal = sink_key_literal(column, value, kind)
+            cond = (f"{_ident(column)} = {literal!r}" if kind != "text"
+                    else f"CAST({_ident(column)} AS VARCHAR) = {repr_sql(literal)}")
+            for r in self.con.sql(f"SELECT * FROM {_ident(view)} WHERE {cond} LIMIT {_LIMIT}").fetchall():
+                rows.append(SinkRow(name, sink, _as_spark_row(schema.names, r)))
+        return rows, seen_column
+
+    def _sink_where(self, config: Config, endpoint: str, sink: str, message_ids: set[str]) -> str:
+        column = next(s for s in config.endpoints[endpoint].sinks if s.name == sink).message_id_column
+        listed = ", ".join(repr_sql(m) for m in sorted(message_ids)) or "NULL"
+        return f"CAST({_ident(column)} AS VARCHAR) IN ({listed})"
+
+    def sink_rows(self, config: Config, message_ids: set[str]) -> tuple[list[SinkRow], dict]:
+        from eoctl.trace import SinkRow
+
+        out: list[SinkRow] = []
+        schemas = {}
+        for (name, sink), (view, schema) in self._sink_views(config).items():
+            schemas[(name, sink)] = schema
+            where = self._sink_where(config, name, sink, message_ids)
+            for r in self.con.sql(f"SELECT * FROM {_ident(view)} WHERE {where} LIMIT {_LIMIT}").fetchall():
+                out.append(SinkRow(name, sink, _as_spark_row(schema.names, r)))
+        return out, schemas
+
+    # --------------------------------------------------------------------------- findings
+
+    def scoped_findings(self, config: Config, options: TraceOptions, hits: list[dict[str, Any]], committed: dict,
+                        stores: _Stores, sink_rows: list[SinkRow], sink_schemas: dict,
+                        messages: list[MessageTrace]) -> list[dict[str, Any]]:
+        """The catalog's message-scoped findings (eoctl.checks.scoped.MESSAGE_CODES) over the rows
+        trace gathered, each evidence row as Spark's to_json gives it."""
+        import json
+
+        import ibis
+
+        from eoctl.checks.context import AuditOptions
+        from eoctl.checks.scoped import MESSAGE_CODES
+        from eoctl.expr import Dialect, compile_sql
+        from eoctl.expr.catalog import CHECKS
+        from eoctl.expr.inputs import BLOB_LISTING_SCHEMA, STORE_SCHEMAS, Scope
+        from eoctl.expr.records import RECORD_COLUMNS, records_table
+        from eoctl.stores.layout import KINDS, EndpointTable
+
+        con = self.con
+        scope = Scope(config, AuditOptions(now=options.now, grace=options.grace, stuck_after=options.stuck_after))
+        scope.layout = stores.layout
+        as_read = [{**{c: h.get(c) for c in RECORD_COLUMNS}, "endpoint": h["consumer"],
+                    "timestamp": _naive_utc(h["timestamp"])} for h in hits]
+        con.execute("DROP VIEW IF EXISTS records")  # the scans' view of every record: only the hits now
+        _table_of_rows(con, "records", as_read, _arrow(records_table().schema()))
+        for kind in KINDS:
+            rows = []
+            for name in config.endpoints:
+                if isinstance(stores.layout.lookup(name, kind), EndpointTable):
+                    scope.tables.add((name, kind))
+                    rows += [{"ep": name, **{c: _naive_utc(r.get(c)) for c in STORE_SCHEMAS[kind]}}
+                             for r in stores.rows.get((name, kind), {}).values()]
+            _table_of_rows(con, kind, rows, _arrow(ibis.schema({"ep": "string", **STORE_SCHEMAS[kind]})))
+        listed: dict[str, dict[str, Any]] = {}
+        for m in messages:
+            for b in m.blobs:
+                if b.present:
+                    listed.setdefault(b.producer, {})[b.name] = b
+        for name, ep in config.endpoints.items():
+            if ep.blobs:
+                rows = [{"name": b.name, "size": b.size, "modified": _naive_utc(b.modified),
+                         "actual_sha256": b.actual_sha256} for b in listed.get(name, {}).values()]
+                _table_of_rows(con, scope.blob_view(name), rows, _arrow(ibis.schema(BLOB_LISTING_SCHEMA)))
+            for sink in ep.sinks:  # the rows sink_rows found: those naming the messages
+                view, schema = self._sink_views(config)[(name, sink.name)]
+                found = {str(r.row[sink.message_id_column]) for r in sink_rows if (r.endpoint, r.sink) == (name, sink.name)}
+                con.execute(f"CREATE OR REPLACE TABLE {_ident(scope.sink_view(name, sink))} AS SELECT * FROM "
+                            f"{_ident(view)} WHERE {self._sink_where(config, name, sink.name, found)} LIMIT {_LIMIT}")
+                scope.sink_schemas[(name, sink.name)] = schema
+        out = []
+        part = 0
+        for code in MESSAGE_CODES:
+            for hit in CHECKS[code](scope, records_table(), Dialect.duckdb):
+                table = con.sql(compile_sql(hit.evidence, Dialect.duckdb)).to_arrow_table()
+                rows = [_spark_json(r) for r in table.to_pylist()]
+                texts = sorted((json.dumps(r, separators=(",", ":"), ensure_ascii=False), r) for r in rows)
+                out += [(part, text, {"code": hit.code, "endpoint": hit.endpoint, "where": hit.where, "evidence": r})
+                        for text, r in texts]
+                part += 1
+        return [f for _p, _t, f in sorted(out, key=lambda x: (x[0], x[1]))]
+
+
+def _arrow(schema):
+    """An Ibis schema of the few types the check inputs use, as Arrow's (Ibis's own conversion
+    needs pyarrow_hotfix, which eoctl does not install)."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "boolean": pa.bool_(),
+             "timestamp": pa.timestamp("us")}
+    return pa.schema([(name, types[str(t).lstrip("!")]) for name, t in schema.items()])
+
+
+def _as_spark_row(names, values) -> dict[str, Any]:
+    """A sink row as Spark's Row.asDict gives it: times as UTC wall time, without a zone."""
+    return {n: _naive_utc(v) for n, v in zip(names, values)}
+
+
+def _naive_utc(value: Any) -> Any:
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def _spark_json(value: Any) -> Any:
+    """A value as Spark's to_json writes it and json.loads reads it back: null struct fields left
+    out, times as ISO text to the millisecond with the zone (UTC: Z), dates as ISO text."""
+    if isinstance(value, dict):
+        return {k: _spark_json(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_spark_json(v) for v in value]
+    if isinstance(value, dt.datetime):
+        utc = value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    return value
