@@ -255,30 +255,41 @@ def test_lookup_by_token_and_the_recorded_findings(spark, chaos, audited) -> Non
 
 
 def test_cli_json_text_and_usage_errors(spark_jars: Path, chaos) -> None:
+    """The JSON answer from both engines; text and usage errors on DuckDB (the same code past the
+    engine)."""
     env = {"EOCTL_JARS_DIR": str(spark_jars)}
     cfg = ("--config", str(chaos.config_path))
     (e,) = _entries(chaos, "regenerate_tokens")
-    out = run_eoctl(*cfg, "--format", "json", "trace", "--by", f"order_id={e['order']}", env=env)
-    assert out.code == 1, out.stderr  # processed twice: a verdict to act on
-    data = json.loads(out.stdout)
-    assert data["schema"] == "eoctl.trace/v1"
-    assert [(m["message_id"], m["verdict"]) for m in data["messages"]] == [(e["outgoing"][0], "processed twice")]
-    assert data["scans"][0]["full"] is True and data["scans"][0]["records_read"] == 83
+    answers = []
+    for engine in ("spark", "duckdb"):
+        out = run_eoctl("--engine", engine, *cfg, "--format", "json", "trace", "--by", f"order_id={e['order']}",
+                        env=env)
+        assert out.code == 1, out.stderr  # processed twice: a verdict to act on
+        data = json.loads(out.stdout)
+        assert data["schema"] == "eoctl.trace/v1"
+        assert [(m["message_id"], m["verdict"]) for m in data["messages"]] == [(e["outgoing"][0], "processed twice")]
+        assert data["scans"][0]["full"] is True and data["scans"][0]["records_read"] == 83
+        answers.append(data["messages"])
+    assert answers[0] == answers[1]
 
+    duck = ("--engine", "duckdb", *cfg)
     (d,) = _entries(chaos, "duplicate_delivery")
-    text = run_eoctl(*cfg, "trace", d["message_id"], env=env)
+    text = run_eoctl(*duck, "trace", d["message_id"])
     assert text.code == 0, text.stderr
     assert "PROCESSED ONCE" in text.stderr and "orders/" in text.stderr and text.stdout == ""
 
     for args, words in ((("trace",), "give a message id"), (("trace", "--by", "order_id"), "COLUMN=VALUE"),
-                        (("trace", "--by", "colour=red"), "no configured sink has a column 'colour'")):
-        bad = run_eoctl(*cfg, *args, env=env)
+                        (("trace", "--by", "colour=red"), "no configured sink has a column 'colour'"),
+                        (("trace", "--by", "order_id=red"), "the sink column order_id holds numbers")):
+        bad = run_eoctl(*duck, *args)
         assert bad.code == 2 and words in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
 
 
-def test_fast_paths_on_a_live_broker(spark, kafka, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_fast_paths_on_a_live_broker(spark, kafka, tmp_path: Path, engine: str) -> None:
     """--since reads only the records of that time (offsets asked of the broker); without it, a
-    token in the store dates the message; with nothing to go on, every record is read, and said."""
+    token in the store dates the message; with nothing to go on, every record is read, and said.
+    On either engine."""
     import duckdb
 
     from eoctl.config import load_config
@@ -319,6 +330,7 @@ def test_fast_paths_on_a_live_broker(spark, kafka, tmp_path: Path) -> None:
         group = "billing"
     """))
 
+    spark = spark if engine == "spark" else None
     fast = run_trace(spark, config, Lookup("message_id", "target"), TraceOptions(since=now - dt.timedelta(hours=1)))
     (m,) = fast.messages
     assert m.verdict is Verdict.in_flight and [c.offset for c in m.copies] == [40]
