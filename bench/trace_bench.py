@@ -3,6 +3,11 @@ confluent-kafka consumer asked the same question in this process.
 
     python bench/trace_bench.py --records 1000000 --work /tmp/bench-trace --start-broker
     python bench/trace_bench.py --records 1000000 --work /tmp/bench-trace --kafka 127.0.0.1:9092
+    python bench/trace_bench.py --records 1000000 --work /tmp/bench-trace --archive --engines duckdb,spark
+
+With `--archive`, the state is a Parquet topic archive instead; the question is every copy of
+one message of it, asked of `eoctl --engine E trace` (each engine in `--engines`) and of the same
+question as hand-written DuckDB SQL over the same files, in this process.
 
 The generator fills a fresh topic (8 partitions); after a pause, a late batch of `--late` records
 with new message ids is produced. The question: every copy of one message of the late batch.
@@ -48,9 +53,11 @@ def produce_late(bootstrap: str, topic: str, count: int) -> tuple[str, dt.dateti
     return target, start
 
 
-def trace(config: Path, jars: str | None, target: str, extra: list[str]) -> tuple[float, int, int, int]:
+def trace(config: Path, jars: str | None, target: str, extra: list[str],
+          engine: str = "spark") -> tuple[float, int, int, int]:
     env = {**os.environ, **({"EOCTL_JARS_DIR": jars} if jars else {})}
-    args = [sys.executable, "-m", "eoctl", "--config", str(config), "--format", "json", "trace", target, *extra]
+    args = [sys.executable, "-m", "eoctl", "--engine", engine, "--config", str(config), "--format", "json", "trace",
+            target, *extra]
     elapsed, peak, code, stdout, stderr = run_measured(args, env, REPO)
     if code not in (0, 1):
         raise RuntimeError(f"eoctl trace failed ({code}): {stderr[-2000:]}")
@@ -101,10 +108,48 @@ def main() -> int:
     ap.add_argument("--kafka", help="bootstrap servers of a running broker")
     ap.add_argument("--start-broker", action="store_true", help="run on the test bed's broker")
     ap.add_argument("--jars", default=os.environ.get("EOCTL_JARS_DIR"), help="EOCTL_JARS_DIR for eoctl")
+    ap.add_argument("--engines", default="spark", help="engines to run eoctl trace on (duckdb,spark)")
+    ap.add_argument("--archive", action="store_true", help="a Parquet topic archive instead of a live topic")
     args = ap.parse_args()
+    if args.archive:
+        return bench_archive(args)
     if not (args.kafka or args.start_broker):
         ap.error("give --kafka BOOTSTRAP or --start-broker")
     return with_broker(args, bench)
+
+
+def bench_archive(args: argparse.Namespace) -> int:
+    """One message of a generated Parquet archive: eoctl trace on each engine, and the same
+    question in hand-written DuckDB SQL."""
+    import duckdb
+
+    from samples.generator import GenSpec, generate
+
+    state = args.work / f"archive-{args.records}"
+    if not (state / "ground_truth.json").exists():
+        t = time.monotonic()
+        generate(GenSpec(args.records, state))
+        print(f"generated {args.records} records in {time.monotonic() - t:.1f} s", flush=True)
+    files = f"{state}/topics/**/*.parquet"
+    target = duckdb.sql(f"SELECT decode(list_filter(headers, lambda h: h.key = 'eo-message-id')[-1].value) "
+                        f"FROM read_parquet('{files}') WHERE \"offset\" = {args.records // 20} LIMIT 1").fetchone()[0]
+    rows = []
+    for engine in args.engines.split(","):
+        secs, peak, read, copies = trace(state / "eoctl.toml", args.jars, target, ["--full-scan"], engine)
+        rows.append((f"eoctl --engine {engine} trace --full-scan", secs, peak, read, copies))
+    t = time.monotonic()
+    con = duckdb.connect()
+    found = con.execute(f"SELECT count(*) FROM read_parquet('{files}') WHERE list_contains(list_transform("
+                        "list_filter(headers, lambda h: h.key = 'eo-message-id'), lambda h: decode(h.value)), ?)",
+                        [target]).fetchone()[0]
+    read = con.execute(f"SELECT count(*) FROM read_parquet('{files}')").fetchone()[0]
+    rows.append(("DuckDB SQL, in process (copies of the id)", time.monotonic() - t,
+                 resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, read, found))
+    print(f"\n{read:,} archived records, {os.cpu_count()} cores")
+    print(f"{'contender':46} {'wall s':>8} {'peak RSS MiB':>13} {'records read':>13} {'copies':>7}")
+    for name, secs, peak, n, copies in rows:
+        print(f"{name:46} {secs:8.1f} {peak / 2**20:13.0f} {n:13,} {copies:7}")
+    return 0
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -121,10 +166,11 @@ def bench(args: argparse.Namespace) -> int:
     since = (late_start - dt.timedelta(seconds=1)).isoformat()
 
     rows = []
-    secs, peak, read, copies = trace(out / "eoctl.toml", args.jars, target, ["--full-scan"])
-    rows.append(("eoctl trace --full-scan", secs, peak, read, copies))
-    secs, peak, read, copies = trace(out / "eoctl.toml", args.jars, target, ["--since", since])
-    rows.append(("eoctl trace --since (broker offsets for T)", secs, peak, read, copies))
+    for engine in args.engines.split(","):
+        secs, peak, read, copies = trace(out / "eoctl.toml", args.jars, target, ["--full-scan"], engine)
+        rows.append((f"eoctl --engine {engine} trace --full-scan", secs, peak, read, copies))
+        secs, peak, read, copies = trace(out / "eoctl.toml", args.jars, target, ["--since", since], engine)
+        rows.append((f"eoctl --engine {engine} trace --since T", secs, peak, read, copies))
     rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # noqa: E731
     secs, read, copies = consumer_loop(args.kafka, topic, target, None)
     rows.append(("confluent-kafka loop, whole topic", secs, rss(), read, copies))
