@@ -57,3 +57,11 @@ def setup(debug: bool) -> None:
     py4j.handlers[:] = [handler] if debug else [logging.NullHandler()]
     py4j.setLevel(logging.WARNING if debug else logging.CRITICAL + 1)  # its DEBUG is every call
     py4j.propagate = False
+    # py4j also logs through the root logger (`logging.exception` when a call meets a JVM that is
+    # already ending, e.g. stopped at the end of a command that failed): --debug only, like the rest
+    logging.getLogger().filters[:] = [] if debug else [_NotFromPy4j()]
+
+
+class _NotFromPy4j(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "py4j" not in record.pathname.replace("\\", "/").split("/")
