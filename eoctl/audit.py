@@ -18,6 +18,9 @@ from eoctl.report.findings import CATALOG, AuditReport, Finding
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from eoctl.expr.functions import Dialect
+    from eoctl.expr.inputs import Scope
+
 _CODE = re.compile(r"^EO\d{1,3}$")
 
 
@@ -44,7 +47,12 @@ def run_audit(
     codes: list[str],
     progress: Callable[[str], None] | None = None,
 ) -> AuditReport:
-    from eoctl.checks import all_checks
+    """The findings of `codes` on the Spark engine: the checks of eoctl.expr.catalog compiled to
+    Spark SQL over the views of eoctl.engine.spark_audit, every record read once (AuditContext's
+    working copy), or with `--since-last` the recorded index's and the ones added since."""
+    from eoctl.engine.spark_audit import open_views, sql_conf
+    from eoctl.expr import Dialect
+    from eoctl.expr.functions import SPARK_SQL_CONF
 
     step = progress or (lambda _m: None)
     run_id = uuid.uuid4().hex[:12]
@@ -57,34 +65,49 @@ def run_audit(
     keep = options.keep_index and incremental.indexable(config, options)
     index_path = incremental.partial_path(config, run_id) if keep else None
     ctx = AuditContext(spark, config, options, base, index_path)
-    checks = all_checks()
     report = AuditReport(run=_run(run_id, "spark", options, list(ctx.endpoints), codes))
-    try:
-        step("reading the records of every input")
-        report.scanned["records"] = ctx.record_count()  # the one scan of the source all checks share
-        stats = ctx.fresh_stats() if options.since_last or index_path else []
-        report.run["scan"] = _scan_summary(ctx, options, report.scanned["records"], stats)
-        report.notes = ctx.notes()
-        for code in codes:
-            step(f"{code}: {CATALOG[code].title}")
-            for _code, endpoint, where, df in checks[code](ctx):
-                count, rows, path = materialize(df, options.evidence_rows, options.evidence_dir,
-                                                f"{report.run['id']}-{code}-{endpoint}")
-                if count:
-                    report.findings.append(Finding(code, endpoint, where, count, rows, path))
-                if code == "EO106":  # records the scan could not read are part of what it scanned
-                    report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
-        if ctx.base is not None:  # the checks that re-examined only what the new records touch
-            report.run["scan"]["continued"] = sorted(ctx.carried_state)
-            if ctx.rebuilt:  # states the base kept that could not be continued, and why
-                report.run["scan"]["rebuilt"] = dict(sorted(ctx.rebuilt.items()))
-        if index_path:
-            step("keeping the record index for the next --since-last run")
-            report.index = incremental.keep(spark, config, run_id, index_path, ctx, stats)
-    finally:
-        ctx.release()
+    with sql_conf(spark, SPARK_SQL_CONF):
+        try:
+            step("reading the records of every input")
+            report.scanned["records"] = ctx.record_count()  # the one scan of the source all checks share
+            stats = ctx.fresh_stats() if options.since_last or index_path else []
+            report.run["scan"] = _scan_summary(ctx, options, report.scanned["records"], stats)
+            if ctx.base is not None:
+                report.run["scan"]["continued"] = []  # every check runs over every record: no state to continue
+            report.notes = ctx.notes()
+            scope = open_views(ctx, codes, step)
+
+            def evaluate(sql: str, stem: str):
+                return materialize(spark.sql(sql), options.evidence_rows, options.evidence_dir, stem)
+
+            evaluate_checks(report, scope, codes, Dialect.spark, evaluate, step)
+            if index_path:
+                step("keeping the record index for the next --since-last run")
+                report.index = incremental.keep(spark, config, run_id, index_path, ctx, stats)
+        finally:
+            ctx.release()
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     return report
+
+
+def evaluate_checks(report: AuditReport, scope: Scope, codes: list[str], dialect: Dialect,
+                    evaluate: Callable[[str, str], tuple[int, list, str | None]], step: Callable[[str], None]) -> None:
+    """Run the checks of `codes` (eoctl.expr.catalog) over the engine's views: `evaluate(sql,
+    stem)` counts a check's evidence, samples it and keeps the rest in a file named after `stem`;
+    each check with evidence becomes a finding of `report`."""
+    from eoctl.expr import compile_sql
+    from eoctl.expr.catalog import CHECKS
+    from eoctl.expr.records import records_table
+
+    records = records_table()
+    for code in codes:
+        step(f"{code}: {CATALOG[code].title}")
+        for hit in CHECKS[code](scope, records, dialect):
+            count, rows, path = evaluate(compile_sql(hit.evidence, dialect), f"{report.run['id']}-{code}-{hit.endpoint}")
+            if count:
+                report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
+            if code == "EO106":  # lines the scan could not read are part of what it scanned
+                report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
 
 
 def run_audit_duckdb(config: Config, options: AuditOptions, codes: list[str],

@@ -672,8 +672,15 @@ class _SparkReader:
         return _sink_rows(self.spark, config, message_ids)
 
     def scoped_findings(self, config, options, hits, committed, stores, sink_rows, sink_schemas, messages):
-        return _scoped_findings(self.spark, config, options, hits, committed, stores, sink_rows, sink_schemas,
-                                messages)
+        import ibis
+        from ibis.backends.sql.datatypes import PySparkType
+
+        from eoctl.engine.duckdb_trace import message_findings
+
+        # the few rows gathered are checked in process, as on the DuckDB engine
+        schemas = {key: ibis.schema({f.name: PySparkType.from_string(f.dataType.simpleString()) for f in st.fields})
+                   for key, st in sink_schemas.items()}
+        return message_findings(config, options, hits, stores, sink_rows, schemas, messages)
 
     def close(self) -> None:
         pass
@@ -838,41 +845,6 @@ def _assemble(config: Config, options: TraceOptions, message_id: str, hits: list
     return MessageTrace(message_id, Verdict.not_found, [], copies, my_tokens, emitted_by, caused_entries,
                         sorted(caused.values(), key=lambda x: (x["topic"], x["message_id"])), my_intents, blobs,
                         my_sink)
-
-
-_BLOB_LISTING = "name string, size long, modified timestamp, actual_sha256 string"
-
-
-def _scoped_findings(spark: SparkSession, config: Config, options: TraceOptions, hits: list[dict[str, Any]],
-                     committed: dict, stores: _Stores, sink_rows: list[SinkRow], sink_schemas: dict,
-                     messages: list[MessageTrace]) -> list[dict[str, Any]]:
-    """The catalog's message-scoped findings over every row trace found (eoctl.checks.scoped): the
-    checks' own definitions, run on the few rows instead of whole topics and tables."""
-    from eoctl.checks.context import AuditOptions
-    from eoctl.checks.scoped import SCOPED_RECORD_COLUMNS, SCOPED_RECORDS, ScopedContext, scoped_findings
-    from eoctl.engine.frames import local_frame
-
-    as_read = [{**h, "endpoint": h["consumer"], "timestamp": _utc(h["timestamp"])} for h in hits]
-    records = local_frame(spark, [tuple(h[c] for c in SCOPED_RECORD_COLUMNS) for h in as_read], SCOPED_RECORDS)
-    listed: dict[str, dict[str, Blob]] = {}
-    for m in messages:
-        for b in m.blobs:
-            if b.present:
-                listed.setdefault(b.producer, {})[b.name] = b
-    blobs = {name: local_frame(spark, [(b.name, b.size, b.modified, b.actual_sha256)
-                                       for b in listed.get(name, {}).values()], _BLOB_LISTING)
-             for name, ep in config.endpoints.items() if ep.blobs}
-    sinks = {}
-    for name, ep in config.endpoints.items():
-        for sink in ep.sinks:
-            schema = sink_schemas[(name, sink.name)]
-            rows = [tuple(r.row.get(f.name) for f in schema.fields) for r in sink_rows
-                    if (r.endpoint, r.sink) == (name, sink.name)]
-            sinks[(name, sink.name)] = local_frame(spark, rows, schema)
-    audit_options = AuditOptions(now=options.now, grace=options.grace, stuck_after=options.stuck_after)
-    ctx = ScopedContext(spark, config, audit_options, records=records, committed=committed,
-                        tables=stores.frames(spark), sinks=sinks, blobs=blobs)
-    return scoped_findings(ctx)
 
 
 #: what a critical finding on a message makes of it, first match wins (held complete by a unit test:

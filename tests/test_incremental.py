@@ -23,13 +23,6 @@ from tests.helpers.configs import write_config
 from tests.helpers.findings import canonical, identities
 
 CODES = select_codes(None, None)
-#: the check states a run continuing from an audit of every code re-examines in part: the topic's,
-#: and (the chaos sample's sink has a watermark column) the sink's
-TOPIC_STATES = ["causations", "messages", "sequence-buckets", "sequences"]
-SINK_STATES = ["sink-EO501-shipping.shipments", "sink-EO502-shipping.shipments"]
-STATES = sorted([*TOPIC_STATES, *SINK_STATES, "token-carriers"])
-#: the states an audit of every code keeps: those, the sink's watermark and the stores' token ids
-KEPT = sorted([*STATES, "sink-mark-shipping.shipments", "token-ids"])
 
 
 def _options(**kw) -> AuditOptions:
@@ -48,10 +41,10 @@ def _recorded(spark, config: Config, codes: list[str] = CODES, **kw) -> AuditRep
 @pytest.mark.integration
 def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(spark, tmp_path: Path) -> None:
     chaos = recorded_copy(tmp_path)
-    # the first run audits the topic checks only: it keeps no state for EO302 (causations)
+    # the first run audits the topic checks only: the next one runs every check over every record
     first = _recorded(spark, chaos.config, select_codes(["EO1"], None))
     assert first.run["scan"] == {"mode": "full", "new_records": first.scanned["records"], "indexed_records": 0}
-    assert sorted(first.index.state) == ["messages", "sequence-buckets", "sequences"]
+    assert first.index.state == {}  # no check state: every check reads the index's records
     index = Path(incremental.records_root(chaos.config)) / first.run["id"]
     assert index.is_dir() and not list(index.parent.glob("partial-*"))
 
@@ -59,11 +52,9 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     incr = _recorded(spark, chaos.config, since_last=True)
     full = run_audit(spark, chaos.config, settled(), CODES)
 
-    # EO302's state is not in the base: it is built from every record this time, and kept
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": appended,
-                                "indexed_records": first.scanned["records"],
-                                "continued": ["messages", "sequence-buckets", "sequences"]}
-    assert sorted(incr.index.state) == KEPT
+                                "indexed_records": first.scanned["records"], "continued": []}
+    assert incr.index.state == {}
     assert incr.scanned == full.scanned
     assert identities(incr) == identities(full)
     # the boundary cases are there: each pairs an appended record with one the index holds
@@ -75,7 +66,6 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     # flight: the consumer has not committed them) come from the index.
     again = _recorded(spark, chaos.config, since_last=True)
     assert again.run["scan"]["base_run"] == incr.run["id"] and again.run["scan"]["new_records"] == 0
-    assert again.run["scan"]["continued"] == STATES
     assert identities(again) == identities(full)
     # once the consumer commits them, they come from the index, now processed
     offsets = chaos.config_path.parent / "topics" / "orders" / "_committed_offsets.json"
@@ -85,10 +75,10 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     assert identities(committed) == identities(run_audit(spark, chaos.config, settled(), CODES))
     assert identities(committed) != identities(full)  # the appended records are processed now
     # The index is layered: the first run's segment, then the appended records' own; the runs
-    # that read nothing new keep only their check states. Every folder a kept index reads stays.
+    # that read nothing new added nothing. Only the folders a kept index reads stay.
     assert [Path(s.path).parent.name for s in committed.index.segments] == [first.run["id"], incr.run["id"]]
     kept = sorted(p.name for p in index.parent.iterdir())
-    assert kept == sorted([first.run["id"], incr.run["id"], again.run["id"], committed.run["id"]])
+    assert kept == sorted([first.run["id"], incr.run["id"]])
 
     # A second append as large as the first: the two newest segments are merged into one, and the
     # findings still equal a full audit's.
@@ -121,7 +111,9 @@ def _sink_truth(store: str) -> dict[str, list]:
 
 
 @pytest.mark.integration
-def test_sink_checks_continue_from_the_watermark_and_start_over_when_old_rows_change(spark, tmp_path: Path) -> None:
+def test_sink_rows_added_removed_or_rewritten_after_the_last_run_are_seen(spark, tmp_path: Path) -> None:
+    """A run continuing from the index reads its sinks whole, as a full audit does: rows added
+    after the last run, deleted ones, and old rows rewritten in place without a new applied_at."""
     import duckdb
 
     chaos = recorded_copy(tmp_path)
@@ -129,8 +121,8 @@ def test_sink_checks_continue_from_the_watermark_and_start_over_when_old_rows_ch
     first = _recorded(spark, chaos.config, codes)
     assert _sinkidentities(first) == _sink_truth(chaos.store_target) and _sinkidentities(first)["EO501"]
 
-    # written after the first run (a later applied_at): a second row for an old message (EO501
-    # across the watermark), another invoice for an old order (EO502 across it), a normal row
+    # written after the first run: a second row for an old message (EO501), another invoice for an
+    # old order (EO502), a normal row
     with duckdb.connect(chaos.store_target) as db:
         old = db.execute("select order_id, invoice_id, source_message_id from shipping.shipments "
                          "where order_id in (0, 1) order by order_id").fetchall()
@@ -138,55 +130,60 @@ def test_sink_checks_continue_from_the_watermark_and_start_over_when_old_rows_ch
             ("late-0", old[0][0], old[0][1], old[0][2]), ("late-1", old[1][0], "inv-late", "late-message"),
             ("late-2", 1000, "inv-1000", "message-1000")])
     incr = _recorded(spark, chaos.config, codes, since_last=True)
-    assert incr.run["scan"]["continued"] == SINK_STATES and "rebuilt" not in incr.run["scan"]
+    assert incr.run["scan"]["mode"] == "incremental" and incr.run["scan"]["continued"] == []
     assert _sinkidentities(incr) == _sink_truth(chaos.store_target)
     assert old[0][2] in _sinkidentities(incr)["EO501"] and old[1][0] in _sinkidentities(incr)["EO502"]
 
-    # the repair: the second row of order 0 is deleted. Rows at or below the watermark changed:
-    # every key is examined again, and the finding is gone
+    # the repair: the second row of order 0 is deleted, and the finding is gone
     with duckdb.connect(chaos.store_target) as db:
         db.execute("delete from shipping.shipments where shipment_id = 'late-0'")
     repaired = _recorded(spark, chaos.config, codes, since_last=True)
-    assert repaired.run["scan"]["continued"] == [] and sorted(repaired.run["scan"]["rebuilt"]) == SINK_STATES
-    assert "rows at or below the last run's applied_at" in repaired.run["scan"]["rebuilt"][SINK_STATES[0]]
     assert _sinkidentities(repaired) == _sink_truth(chaos.store_target)
     assert old[0][2] not in _sinkidentities(repaired)["EO501"]
 
-    # Only rows above the watermark are read: an old row rewritten in place, without a new
-    # applied_at (against the watermark's contract), is not seen until a full audit.
+    # an old row rewritten in place, without a new applied_at, is seen too
     with duckdb.connect(chaos.store_target) as db:
         db.execute("update shipping.shipments set order_id = 2 where order_id = 3")
-    blind = _recorded(spark, chaos.config, codes, since_last=True)
-    assert blind.run["scan"]["continued"] == SINK_STATES
-    assert _sinkidentities(blind) == _sinkidentities(repaired)
+    rewritten = _recorded(spark, chaos.config, codes, since_last=True)
     assert 2 in _sink_truth(chaos.store_target)["EO502"]
+    assert _sinkidentities(rewritten) == _sink_truth(chaos.store_target)
 
 
 @pytest.mark.integration
-def test_token_checks_continue_unless_offsets_moved_back_or_old_tokens_appeared(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_token_checks_after_offsets_moved_back_or_old_tokens_restored(spark, tmp_path: Path, engine: str) -> None:
     import duckdb
 
     chaos = recorded_copy(tmp_path)
     codes = select_codes(["EO2"], None)
-    _recorded(spark, chaos.config, codes)
+
+    def audit(**kw) -> AuditReport:
+        if engine == "spark":
+            return _recorded(spark, chaos.config, codes, **kw)
+        report = run_audit_duckdb(chaos.config, _options(keep_index=True, **kw), codes)
+        incremental.record(None, chaos.config, report)
+        return report
+
+    def full() -> AuditReport:
+        return run_audit(spark, chaos.config, settled(), codes)
+
+    audit()
     # new in-flight records whose tokens are in no store (EO202 candidates), and old ones again
     append_orders(chaos.config_path.parent, "part-1.parquet")
-    incr = _recorded(spark, chaos.config, codes, since_last=True)
-    assert incr.run["scan"]["continued"] == ["token-carriers"] and "rebuilt" not in incr.run["scan"]
-    assert identities(incr) == identities(run_audit(spark, chaos.config, settled(), codes))
+    incr = audit(since_last=True)
+    assert incr.run["scan"]["mode"] == "incremental"
+    assert identities(incr) == identities(full())
 
-    # the consumer's offset is reset 3 records back: those are in flight again, every record is looked at
+    # the consumer's offset is reset 3 records back: those are in flight again
     offsets = chaos.config_path.parent / "topics" / "orders" / "_committed_offsets.json"
     committed = json.loads(offsets.read_text())
     committed["orders"]["0"] -= 3
     offsets.write_text(json.dumps(committed))
-    back = _recorded(spark, chaos.config, codes, since_last=True)
-    assert back.run["scan"]["continued"] == []
-    assert "moved back from" in back.run["scan"]["rebuilt"]["token-carriers"]
-    assert identities(back) == identities(run_audit(spark, chaos.config, settled(), codes))
+    back = audit(since_last=True)
+    assert back.run["scan"]["mode"] == "incremental" and identities(back) == identities(full())
 
     # a processed record's token put back with its old creation time (as gc-tokens --restore does):
-    # the record is not in the state, so every record is looked at again, and the token is leaked
+    # the token is leaked
     with duckdb.connect() as db:
         token, message = db.execute(
             "select list_filter(headers, lambda h: h.key = 'eo-token-id')[1].value::varchar, "
@@ -197,9 +194,8 @@ def test_token_checks_continue_unless_offsets_moved_back_or_old_tokens_appeared(
         assert db.execute("select count(*) from billing.eo_tokens where token_id = ?", [token]).fetchone()[0] == 0
         db.execute("insert into billing.eo_tokens values (?, ?, 'billing', 'restored', timestamptz '2020-01-01')",
                    [token, message])
-    restored = _recorded(spark, chaos.config, codes, since_last=True)
-    assert "restored?" in restored.run["scan"]["rebuilt"]["token-carriers"]
-    assert identities(restored) == identities(run_audit(spark, chaos.config, settled(), codes))
+    restored = audit(since_last=True)
+    assert identities(restored) == identities(full())
     assert any(token in item for item in identities(restored)[("EO203", "billing", "eo_tokens")][1])
 
 
@@ -231,9 +227,8 @@ def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(spark, tm
 
 @pytest.mark.integration
 def test_a_run_on_one_engine_continues_from_a_run_on_the_other(spark, tmp_path: Path) -> None:
-    """The record index is the same Parquet on both engines: Spark continues from a DuckDB run
-    (which keeps no check state: Spark builds its states from the index), DuckDB from a Spark run
-    (whose states it does not need), each reporting what a full audit reports."""
+    """The record index is the same Parquet on both engines: Spark continues from a DuckDB run,
+    DuckDB from a Spark run, each reporting what a full audit reports."""
     chaos = recorded_copy(tmp_path)
     on_duckdb = run_audit_duckdb(chaos.config, _options(keep_index=True), CODES)
     incremental.record(None, chaos.config, on_duckdb)
@@ -242,7 +237,7 @@ def test_a_run_on_one_engine_continues_from_a_run_on_the_other(spark, tmp_path: 
     on_spark = _recorded(spark, chaos.config, since_last=True)
     assert on_spark.run["scan"] == {"mode": "incremental", "base_run": on_duckdb.run["id"], "new_records": appended,
                                     "indexed_records": on_duckdb.scanned["records"], "continued": []}
-    assert sorted(on_spark.index.state) == KEPT
+    assert on_spark.index.state == {}
     assert identities(on_spark) == identities(run_audit(spark, chaos.config, settled(), CODES))
 
     append_orders(chaos.config_path.parent, "part-2.parquet")
@@ -365,10 +360,10 @@ def test_on_a_live_topic_it_reads_only_new_offsets_and_finds_what_a_full_audit_f
     # the index gives partition 0's offsets 0..10 (4..10 now processed up to 6) and partition 1's
     # 3..9 (0..2 are gone)
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": 2 + 3,
-                                "indexed_records": 11 + 7, "continued": TOPIC_STATES if engine == "spark" else []}
+                                "indexed_records": 11 + 7, "continued": []}
     assert incr.scanned == full.scanned == {"records": 23}
     assert identities(incr) == identities(full)
-    # m1-1's other copy is gone: the finding the state carried is gone too, as in a full audit
+    # m1-1's other copy is gone: the finding is gone too, as in a full audit
     assert not any("m1-1" in item for item in identities(incr)[("EO101", "billing", topic)][1])
     codes = {code for code, _, _ in identities(full)}
     assert {"EO101", "EO102", "EO103"} <= codes

@@ -278,7 +278,8 @@ class AuditContext:
         committed offsets."""
         return self._with_committed(df).withColumn("processed", processed_flag())
 
-    def _commits(self) -> DataFrame:
+    def commits_frame(self) -> DataFrame:
+        """Each audited partition's committed offset (eoctl.expr.records.COMMITS_SCHEMA)."""
         rows = [(n, t, p, o) for n, topics in self.committed.items() for t, parts in topics.items()
                 for p, o in parts.items()]
         return local_frame(self.spark, rows, "c_endpoint string, c_topic string, c_partition int, committed long")
@@ -287,7 +288,7 @@ class AuditContext:
         """`df` with the consumer's current committed offset of each record's partition."""
         from pyspark.sql import functions as F
 
-        c = self._commits()
+        c = self.commits_frame()
         return df.join(F.broadcast(c), (df.endpoint == c.c_endpoint) & (df.topic == c.c_topic)
                        & (df.partition == c.c_partition), "left").drop("c_endpoint", "c_topic", "c_partition")
 

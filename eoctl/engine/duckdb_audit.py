@@ -65,11 +65,10 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
     or (`--since-last`) those a recorded run's index holds and the ones added since. With
     `options.keep_index` the records become this run's record index (report.index)."""
     from eoctl import incremental
+    from eoctl.audit import evaluate_checks
     from eoctl.engine import duckdb_index
-    from eoctl.expr import Dialect, compile_sql
-    from eoctl.expr.catalog import CHECKS
-    from eoctl.expr.records import records_table
-    from eoctl.report.findings import CATALOG, AuditReport, Finding
+    from eoctl.expr import Dialect
+    from eoctl.report.findings import AuditReport
 
     report = AuditReport(run=run)
     scope = _scope(config, options)
@@ -94,17 +93,11 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
         report.notes = scope.layout.notes(list(scope.endpoints))
         if "EO601" in codes:
             load_transactions(con, scope)
-        records = records_table()
-        for code in codes:
-            step(f"{code}: {CATALOG[code].title}")
-            for hit in CHECKS[code](scope, records, Dialect.duckdb):
-                sql = compile_sql(hit.evidence, Dialect.duckdb)
-                count, rows, path = materialize(con, sql, options.evidence_rows, options.evidence_dir,
-                                                f"{run['id']}-{code}-{hit.endpoint}")
-                if count:
-                    report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
-                if code == "EO106":  # lines the scan could not read are part of what it scanned
-                    report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
+
+        def evaluate(sql: str, stem: str):
+            return materialize(con, sql, options.evidence_rows, options.evidence_dir, stem)
+
+        evaluate_checks(report, scope, codes, Dialect.duckdb, evaluate, step)
         if index.partial is not None:
             step("keeping the record index for the next --since-last run")
             report.index = duckdb_index.keep(con, config, run["id"], index, scope.endpoints, run["started_at"], stats)

@@ -13,11 +13,25 @@ import datetime as dt
 import decimal
 from typing import TYPE_CHECKING, Any
 
-from eoctl.engine.duckdb import _ident, _table_of_rows, build_working_copy, connect, repr_sql
+from eoctl.engine.duckdb import (
+    _ident,
+    _table_of_rows,
+    build_working_copy,
+    connect,
+    repr_sql,
+)
 
 if TYPE_CHECKING:
     from eoctl.config.model import Config
-    from eoctl.trace import Clause, MessageTrace, ScanNote, SinkRow, TraceOptions, _Bounds, _Stores
+    from eoctl.trace import (
+        Clause,
+        MessageTrace,
+        ScanNote,
+        SinkRow,
+        TraceOptions,
+        _Bounds,
+        _Stores,
+    )
 
 #: the columns of a record trace keeps (eoctl.trace._scan's, as the Spark engine gives them)
 _HIT_COLUMNS = ("topic", "partition", "offset", "timestamp", "committed", "message_id", "token_id", "producer",
@@ -121,26 +135,33 @@ class DuckDBTraceReader:
     def scoped_findings(self, config: Config, options: TraceOptions, hits: list[dict[str, Any]], committed: dict,
                         stores: _Stores, sink_rows: list[SinkRow], sink_schemas: dict,
                         messages: list[MessageTrace]) -> list[dict[str, Any]]:
-        """The catalog's message-scoped findings (eoctl.checks.scoped.MESSAGE_CODES) over the rows
-        trace gathered, each evidence row as Spark's to_json gives it."""
-        import json
+        return message_findings(config, options, hits, stores, sink_rows, sink_schemas, messages)
 
-        import ibis
 
-        from eoctl.checks.context import AuditOptions
-        from eoctl.checks.scoped import MESSAGE_CODES
-        from eoctl.expr import Dialect, compile_sql
-        from eoctl.expr.catalog import CHECKS
-        from eoctl.expr.inputs import BLOB_LISTING_SCHEMA, STORE_SCHEMAS, Scope
-        from eoctl.expr.records import RECORD_COLUMNS, records_table
-        from eoctl.stores.layout import KINDS, EndpointTable
+def message_findings(config: Config, options: TraceOptions, hits: list[dict[str, Any]], stores: _Stores,
+                     sink_rows: list[SinkRow], sink_schemas: dict, messages: list[MessageTrace]) -> list[dict[str, Any]]:
+    """The catalog's message-scoped findings (CodeInfo.message_scoped) over the rows trace gathered,
+    on either engine: the checks of eoctl.expr.catalog run by an in-process DuckDB over tables
+    holding only those rows (a handful: a Spark job each would cost more than all of them here),
+    each evidence row as Spark's to_json gives it. `sink_schemas`: (endpoint, sink) -> Ibis schema."""
+    import json
 
-        con = self.con
+    import ibis
+
+    from eoctl.checks.context import AuditOptions
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.catalog import CHECKS
+    from eoctl.expr.inputs import BLOB_LISTING_SCHEMA, STORE_SCHEMAS, Scope
+    from eoctl.expr.records import RECORD_COLUMNS, records_table
+    from eoctl.report.findings import CATALOG
+    from eoctl.stores.layout import KINDS, EndpointTable
+
+    con = connect(config.engine.memory_limit)
+    try:
         scope = Scope(config, AuditOptions(now=options.now, grace=options.grace, stuck_after=options.stuck_after))
         scope.layout = stores.layout
         as_read = [{**{c: h.get(c) for c in RECORD_COLUMNS}, "endpoint": h["consumer"],
                     "timestamp": _naive_utc(h["timestamp"])} for h in hits]
-        con.execute("DROP VIEW IF EXISTS records")  # the scans' view of every record: only the hits now
         _table_of_rows(con, "records", as_read, _arrow(records_table().schema()))
         for kind in KINDS:
             rows = []
@@ -160,15 +181,18 @@ class DuckDBTraceReader:
                 rows = [{"name": b.name, "size": b.size, "modified": _naive_utc(b.modified),
                          "actual_sha256": b.actual_sha256} for b in listed.get(name, {}).values()]
                 _table_of_rows(con, scope.blob_view(name), rows, _arrow(ibis.schema(BLOB_LISTING_SCHEMA)))
-            for sink in ep.sinks:  # the rows sink_rows found: those naming the messages
-                view, schema = self._sink_views(config)[(name, sink.name)]
-                found = {str(r.row[sink.message_id_column]) for r in sink_rows if (r.endpoint, r.sink) == (name, sink.name)}
-                con.execute(f"CREATE OR REPLACE TABLE {_ident(scope.sink_view(name, sink))} AS SELECT * FROM "
-                            f"{_ident(view)} WHERE {self._sink_where(config, name, sink.name, found)} LIMIT {_LIMIT}")
+            for sink in ep.sinks:  # the sink rows trace found: those naming the messages, or the lookup's
+                schema = sink_schemas[(name, sink.name)]
+                arrow = _arrow(schema)
+                as_text = {f.name for f in arrow if f.type == "string"}  # and those of a type kept as text
+                rows = [{c: _text(v) if c in as_text else v for c, v in
+                         ((c, _naive_utc(r.row.get(c))) for c in schema.names)} for r in sink_rows
+                        if (r.endpoint, r.sink) == (name, sink.name)]
+                _table_of_rows(con, scope.sink_view(name, sink), rows, arrow)
                 scope.sink_schemas[(name, sink.name)] = schema
         out = []
         part = 0
-        for code in MESSAGE_CODES:
+        for code in (c for c, info in CATALOG.items() if info.message_scoped):
             for hit in CHECKS[code](scope, records_table(), Dialect.duckdb):
                 table = con.sql(compile_sql(hit.evidence, Dialect.duckdb)).to_arrow_table()
                 rows = [_spark_json(r) for r in table.to_pylist()]
@@ -176,17 +200,33 @@ class DuckDBTraceReader:
                 out += [(part, text, {"code": hit.code, "endpoint": hit.endpoint, "where": hit.where, "evidence": r})
                         for text, r in texts]
                 part += 1
-        return [f for _p, _t, f in sorted(out, key=lambda x: (x[0], x[1]))]
+    finally:
+        con.close()
+    return [f for _p, _t, f in sorted(out, key=lambda x: (x[0], x[1]))]
 
 
 def _arrow(schema):
-    """An Ibis schema of the few types the check inputs use, as Arrow's (Ibis's own conversion
-    needs pyarrow_hotfix, which eoctl does not install)."""
+    """An Ibis schema as Arrow's, for the types check inputs and sinks use (Ibis's own conversion
+    needs pyarrow_hotfix, which eoctl does not install); a type without a mapping here is kept as
+    its text."""
     import pyarrow as pa
 
-    types = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "boolean": pa.bool_(),
-             "timestamp": pa.timestamp("us")}
-    return pa.schema([(name, types[str(t).lstrip("!")]) for name, t in schema.items()])
+    fixed = {"string": pa.string(), "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
+             "float32": pa.float32(), "float64": pa.float64(), "boolean": pa.bool_(), "date": pa.date32(),
+             "binary": pa.binary()}
+    fields = []
+    for name, t in schema.items():
+        if t.is_timestamp():  # UTC wall time, as every reader here gives it
+            fields.append((name, pa.timestamp("us", tz="UTC") if t.timezone else pa.timestamp("us")))
+        elif t.is_decimal():
+            fields.append((name, pa.decimal128(t.precision or 38, t.scale or 0)))
+        else:
+            fields.append((name, fixed.get(str(t).lstrip("!"), pa.string())))
+    return pa.schema(fields)
+
+
+def _text(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else str(value)
 
 
 def _as_spark_row(names, values) -> dict[str, Any]:

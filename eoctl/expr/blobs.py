@@ -49,7 +49,8 @@ def orphan_blobs(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[
         listing = scope.blobs(name)
         published = _references(scope, records, name, dialect).select("name")
         mine = pending.filter(pending.sender == name)
-        held = mine.select(name=mine.blob_refs.unnest().uri)
+        refs = mine.select(b=mine.blob_refs.unnest())  # unnested first: Spark cannot take a field of explode()
+        held = refs.select(name=refs.b.uri)
         orphans = listing.filter(listing.modified < scope.ago(scope.options.grace)).select(
             "name", "size", "modified").anti_join(published, "name").anti_join(held, "name")
         if registered is not None:

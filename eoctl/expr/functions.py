@@ -88,19 +88,36 @@ def outgoing_messages(text: ir.StringValue, dialect: Dialect) -> ir.ArrayValue:
               "headers: map<string, string>>>")
 
 
-@ibis.udf.scalar.builtin(name="map")
-def _spark_map(k: dt.string, v: dt.string) -> dt.Map(dt.string, dt.string):
-    """Spark: a map literal, as to_json's options must be given."""
-
-
 def to_json(value: ir.StructValue, dialect: Dialect) -> ir.StringValue:
     """A struct as JSON text, null fields kept, the same on both engines for text, integers,
-    booleans and nulls (times and floats are written in each engine's own format)."""
-    if dialect is Dialect.duckdb:
-        return ibis.udf.scalar.builtin(_one, name="to_json", signature=((value.type(),), dt.string))(value)
-    spark_to_json = ibis.udf.scalar.builtin(
-        _two, name="to_json", signature=((value.type(), dt.Map(dt.string, dt.string)), dt.string))
-    return spark_to_json(value, _spark_map("ignoreNullFields", "false"))
+    booleans and nulls (times and floats are written in each engine's own format). Spark keeps
+    null fields only with `spark.sql.jsonGenerator.ignoreNullFields=false` (SPARK_SQL_CONF, set by
+    the Spark engine for the run): options given in SQL must be a `map(...)` call, which sqlglot
+    rewrites as map_from_arrays."""
+    fn = ibis.udf.scalar.builtin(_one, name="to_json", signature=((value.type(),), dt.string))
+    return fn(value)
+
+
+#: Spark SQL settings the compiled expressions assume (see to_json)
+SPARK_SQL_CONF = {"spark.sql.jsonGenerator.ignoreNullFields": "false"}
+
+
+@ibis.udf.scalar.builtin(name="epoch_us")
+def _duckdb_epoch_us(value: dt.timestamp) -> dt.int64:
+    """DuckDB: microseconds since the epoch."""
+
+
+@ibis.udf.scalar.builtin(name="unix_micros")
+def _spark_unix_micros(value: dt.timestamp) -> dt.int64:
+    """Spark: microseconds since the epoch."""
+
+
+def whole_seconds_since(value: ir.TimestampValue, now: float, dialect: Dialect) -> ir.IntegerValue:
+    """Whole seconds from `value` (UTC wall time) to `now` (epoch seconds), counted in integer
+    microseconds: Ibis's epoch_seconds is fractional on DuckDB and whole on Spark, and a float
+    literal needs Ibis's PySpark backend loaded to compile."""
+    micros = _duckdb_epoch_us(value) if dialect is Dialect.duckdb else _spark_unix_micros(value)
+    return ((ibis.literal(round(now * 1_000_000), "int64") - micros) // 1_000_000).cast("int64")
 
 
 def first_n(values: ir.ArrayValue, n: int, dialect: Dialect) -> ir.ArrayValue:
@@ -113,5 +130,4 @@ def first_n(values: ir.ArrayValue, n: int, dialect: Dialect) -> ir.ArrayValue:
 # The bodies of builtin functions whose signature is given at the call (a struct's fields): only
 # the number of arguments counts.
 def _one(a): ...
-def _two(a, b): ...
 def _three(a, b, c): ...

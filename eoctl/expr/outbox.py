@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING
 
 import ibis
 
-from eoctl.expr.functions import Dialect, blob_refs, outgoing_messages
+from eoctl.expr.functions import (
+    Dialect,
+    blob_refs,
+    outgoing_messages,
+    whole_seconds_since,
+)
 from eoctl.expr.inputs import Hit, Scope, store_table
 
 if TYPE_CHECKING:
@@ -56,7 +61,7 @@ def stuck_entries(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator
             # the messages it holds back: what an operator traces, and what names it in a trace
             message_ids=messages.map(lambda m: m.message_id),
             tokens_committed=o.tokens_committed_at.notnull(), created_at=o.created_at,
-            age_seconds=(ibis.literal(now) - o.created_at.epoch_seconds()).floor().cast("int64"))
+            age_seconds=whole_seconds_since(o.created_at, now, dialect))
         yield Hit("EO301", name, scope.config.endpoints[name].outbox.table, stuck)
 
 
