@@ -162,10 +162,10 @@ def main() -> int:
 
 def bench(args: argparse.Namespace) -> int:
 
-    from eoctl.checks.context import AuditOptions
     from eoctl.config import load_config
     from eoctl.engine import start_session
     from eoctl.incremental import record
+    from eoctl.options import AuditOptions
     from samples.generator import GenSpec, generate
 
     out = args.work / f"state-{args.records}-{args.in_flight}{'-live' if args.kafka else ''}"

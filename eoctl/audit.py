@@ -9,17 +9,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from eoctl import incremental
-from eoctl.checks.context import AuditContext, AuditOptions
 from eoctl.config.model import Config
-from eoctl.engine.evidence import materialize
 from eoctl.errors import UsageError
+from eoctl.options import AuditOptions
 from eoctl.report.findings import CATALOG, AuditReport, Finding
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from eoctl.expr.functions import Dialect
-    from eoctl.expr.inputs import Scope
+    from eoctl.engine.run import EngineRun
 
 _CODE = re.compile(r"^EO\d{1,3}$")
 
@@ -48,15 +46,14 @@ def run_audit(
     progress: Callable[[str], None] | None = None,
 ) -> AuditReport:
     """The findings of `codes` on the Spark engine: the checks of eoctl.expr.catalog compiled to
-    Spark SQL over the views of eoctl.engine.spark_audit, every record read once (AuditContext's
-    working copy), or with `--since-last` the recorded index's and the ones added since."""
-    from eoctl.engine.spark_audit import open_views, sql_conf
-    from eoctl.expr import Dialect
-    from eoctl.expr.functions import SPARK_SQL_CONF
+    Spark SQL over the views of eoctl.engine.spark_audit, every record read once (the working copy
+    of eoctl.engine.spark_records), or with `--since-last` the recorded index's and the ones added
+    since."""
+    from eoctl.engine.spark_audit import SparkRun
 
     step = progress or (lambda _m: None)
     run_id = uuid.uuid4().hex[:12]
-    endpoints = AuditContext(spark, config, options).endpoints
+    endpoints = {n: config.endpoint(n) for n in options.endpoints or list(config.endpoints)}
     _check_since_last(options)
     base = None
     if options.since_last:
@@ -64,46 +61,44 @@ def run_audit(
         base = incremental.find_base(spark, config, endpoints)
     keep = options.keep_index and incremental.indexable(config, options)
     index_path = incremental.partial_path(config, run_id) if keep else None
-    ctx = AuditContext(spark, config, options, base, index_path)
-    report = AuditReport(run=_run(run_id, "spark", options, list(ctx.endpoints), codes))
-    with sql_conf(spark, SPARK_SQL_CONF):
-        try:
-            step("reading the records of every input")
-            report.scanned["records"] = ctx.record_count()  # the one scan of the source all checks share
-            stats = ctx.fresh_stats() if options.since_last or index_path else []
-            report.run["scan"] = _scan_summary(ctx, options, report.scanned["records"], stats)
-            if ctx.base is not None:
-                report.run["scan"]["continued"] = []  # every check runs over every record: no state to continue
-            report.notes = ctx.notes()
-            scope = open_views(ctx, codes, step)
-
-            def evaluate(sql: str, stem: str):
-                return materialize(spark.sql(sql), options.evidence_rows, options.evidence_dir, stem)
-
-            evaluate_checks(report, scope, codes, Dialect.spark, evaluate, step)
-            if index_path:
-                step("keeping the record index for the next --since-last run")
-                report.index = incremental.keep(spark, config, run_id, index_path, ctx, stats)
-        finally:
-            ctx.release()
+    report = AuditReport(run=_run(run_id, "spark", options, list(endpoints), codes))
+    engine = SparkRun(spark, config, options, step, codes, blobs=any(c.startswith("EO4") for c in codes),
+                      hashed="EO403" in codes, base=base, index_path=index_path)
+    try:
+        records = engine.records
+        report.scanned["records"] = total = records.record_count()  # the one scan of the source all checks share
+        stats = records.fresh_stats if options.since_last or index_path else []
+        report.run["scan"] = incremental.scan_summary(records.base, records.fallback, options.since_last, total,
+                                                      sum(row[4] for row in stats))
+        if records.base is not None:
+            report.run["scan"]["continued"] = []  # every check runs over every record: no state to continue
+        report.notes = engine.scope.layout.notes(list(endpoints))
+        evaluate_checks(report, engine, codes, step)
+        if index_path:
+            step("keeping the record index for the next --since-last run")
+            report.index = incremental.keep(spark, config, run_id, index_path, records, stats)
+    finally:
+        engine.release()
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     return report
 
 
-def evaluate_checks(report: AuditReport, scope: Scope, codes: list[str], dialect: Dialect,
-                    evaluate: Callable[[str, str], tuple[int, list, str | None]], step: Callable[[str], None]) -> None:
-    """Run the checks of `codes` (eoctl.expr.catalog) over the engine's views: `evaluate(sql,
-    stem)` counts a check's evidence, samples it and keeps the rest in a file named after `stem`;
-    each check with evidence becomes a finding of `report`."""
+def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], step: Callable[[str], None]) -> None:
+    """Run the checks of `codes` (eoctl.expr.catalog) over the engine's views, the tables they share
+    computed first; each check with evidence (counted, sampled, the rest kept in a file) becomes a
+    finding of `report`."""
     from eoctl.expr import compile_sql
-    from eoctl.expr.catalog import CHECKS
+    from eoctl.expr.catalog import CHECKS, shared_tables
     from eoctl.expr.records import records_table
 
-    records = records_table()
+    records, dialect = records_table(), engine.dialect
+    for name, expr in shared_tables(codes, records, dialect).items():
+        engine.keep(name, compile_sql(expr, dialect))
     for code in codes:
         step(f"{code}: {CATALOG[code].title}")
-        for hit in CHECKS[code](scope, records, dialect):
-            count, rows, path = evaluate(compile_sql(hit.evidence, dialect), f"{report.run['id']}-{code}-{hit.endpoint}")
+        for hit in CHECKS[code](engine.scope, records, dialect):
+            count, rows, path = engine.evaluate(compile_sql(hit.evidence, dialect),
+                                                f"{report.run['id']}-{code}-{hit.endpoint}")
             if count:
                 report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
             if code == "EO106":  # lines the scan could not read are part of what it scanned
@@ -139,7 +134,3 @@ def _run(run_id: str, engine: str, options: AuditOptions, endpoints: list[str], 
         "grace_seconds": int(options.grace.total_seconds()),
         "stuck_after_seconds": int(options.stuck_after.total_seconds()),
     }
-
-
-def _scan_summary(ctx: AuditContext, options: AuditOptions, total: int, stats: list) -> dict[str, object]:
-    return incremental.scan_summary(ctx.base, ctx.fallback, options.since_last, total, sum(row[4] for row in stats))

@@ -1,24 +1,17 @@
 """`eoctl audit --since-last`: an audit that reads from the source only what the last recorded run
-did not see, takes the rest from that run's record index, and re-examines only what the new
-records touch.
+did not see, and takes the rest from that run's record index.
 
-A recorded `--since-last` audit keeps:
-- its *record index*: Parquet segments holding every record the audit saw (RECORD_COLUMNS). Each
-  run adds one segment with the records it read from the source, so the index is never rewritten
-  whole; the newest segments are merged like a binary counter (see merge_plan), which keeps the
-  rewriting proportional to what was added;
-- its *check state*: per record-keyed check, the complete rows behind its findings (the records
-  of every flagged message, (producer, sequence), causation) and the sequence bitmaps of EO104.
-  Only columns a record never changes are kept; what depends on the stores or the committed
-  offsets is recomputed by every run. The token checks keep the records carrying a stored token
-  or in flight (eoctl.checks.tokens); a sink with a watermark column keeps EO501/EO502's findings
-  and its watermark (eoctl.checks.sinks).
+A recorded audit keeps its *record index*: Parquet segments holding every record the audit saw
+(RECORD_COLUMNS). Each run adds one segment with the records it read from the source, so the index
+is never rewritten whole; the newest segments are merged like a binary counter (see merge_plan),
+which keeps the rewriting proportional to what was added. Both engines write and read the same
+index, so a run on one can continue from a run on the other.
 
 The next `--since-last` run reads the source from the indexed end on, recomputes the index rows'
-`committed`/`processed` from the current committed offsets, and for each record-keyed check
-recomputes only the keys the new records (or records lost to retention) touch, from the new
-records and the index rows sharing those keys (a semi-join on one index column); the other keys
-keep the state's rows. The findings are those of a full audit (tested).
+`committed`/`processed` from the current committed offsets, and runs every check over the index's
+rows and the new ones: the findings are those of a full audit (tested), without reading the
+source again. (Check states, kept to re-examine only what new records touch, were dropped with
+the checks' move to one catalog for both engines: eoctl/docs/engines.md says why.)
 
 What this assumes, and a full audit does not: a partition's records below the indexed end do not
 change. True for Kafka (an append-only log; records below the log start offset are dropped from
@@ -42,12 +35,14 @@ from eoctl.sources.kafka import EARLIEST, LATEST, OffsetRange
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
 
-    from eoctl.checks.context import AuditContext, AuditOptions
+    from eoctl.engine.spark_records import SparkRecords
+    from eoctl.options import AuditOptions
     from eoctl.report.findings import AuditReport
 
-#: Bumped whenever the derived columns of the working copy change: an index written by another
-#: version would otherwise mix old and new derivations in one audit.
-INDEX_VERSION = 2
+#: Bumped whenever the derived columns of the working copy or the index's layout change: an index
+#: written by another version would otherwise mix old and new derivations in one audit. 3: no
+#: check states.
+INDEX_VERSION = 3
 NO_BASE = "no earlier run to continue from: full scan"
 _PARTIAL = "partial-"
 _KEEP = 2  # indexes kept: the newest, and the one before for an audit still reading it
@@ -66,14 +61,12 @@ class Segment:
 
 @dataclass(frozen=True)
 class RecordIndex:
-    """A recorded run's record index: its segments, its check state, what inputs it covers, how far
-    it read."""
+    """A recorded run's record index: its segments, what inputs it covers, how far it read."""
 
     run_id: str
     segments: tuple[Segment, ...]
     inputs: dict[str, str]  # endpoint -> fingerprint of its input
     ends: dict[str, dict[str, dict[int, int]]]  # endpoint -> topic -> partition -> max offset + 1
-    state: dict[str, str]  # check state name -> Parquet folder
     # what the run's `processed` flags and store reads were taken against (absent in older indexes)
     committed: dict[str, dict[str, dict[int, int]]] | None = None  # endpoint -> topic -> partition -> offset
     started_at: str | None = None  # ISO time the run started, before it read anything
@@ -83,7 +76,7 @@ class RecordIndex:
 
     def to_json(self) -> str:
         return json.dumps({"version": INDEX_VERSION, "segments": [[s.path, s.records] for s in self.segments],
-                           "state": self.state, "inputs": self.inputs, "ends": self.ends,
+                           "inputs": self.inputs, "ends": self.ends,
                            "committed": self.committed, "started_at": self.started_at, "lows": self.lows},
                           sort_keys=True)
 
@@ -97,13 +90,13 @@ class RecordIndex:
                     for ep, topics in tree.items()}
         committed, lows = raw.get("committed"), raw.get("lows")
         return cls(run_id, tuple(Segment(p, int(n)) for p, n in raw["segments"]), raw["inputs"], offsets(raw["ends"]),
-                   raw["state"], offsets(committed) if committed is not None else None, raw.get("started_at"),
+                   offsets(committed) if committed is not None else None, raw.get("started_at"),
                    offsets(lows) if lows is not None else None)
 
     @property
     def paths(self) -> list[str]:
-        """Every folder the index reads: its segments and its state."""
-        return [s.path for s in self.segments] + list(self.state.values())
+        """Every folder the index reads: its segments."""
+        return [s.path for s in self.segments]
 
 
 def merge_plan(segments: list[Segment]) -> int:
@@ -319,25 +312,21 @@ def scan_summary(base: RecordIndex | None, fallback: str | None, since_last: boo
 
 
 def run_folder(config: Config, run_id: str) -> str:
-    """Where a run's own part of the index lives: its segment (`records`), a merged segment
-    (`merged`) and its check state (`state/NAME`)."""
+    """Where a run's own part of the index lives: its segment (`records`) and a merged segment
+    (`merged`)."""
     return f"{records_root(config)}/{run_id}"
 
 
-def keep(spark: SparkSession, config: Config, run_id: str, partial: str, ctx: AuditContext,
+def keep(spark: SparkSession, config: Config, run_id: str, partial: str, records: SparkRecords,
          stats: list) -> RecordIndex:
-    """Complete this run's part of the record index (its check states, a merge of the newest
-    segments when one is due) and publish it; the history row will name it."""
+    """Complete this run's part of the record index (a merge of the newest segments when one is
+    due) and publish it; the history row will name it."""
     from functools import reduce
 
-    from eoctl.checks.context import RECORD_COLUMNS
+    from eoctl.expr.records import RECORD_COLUMNS
 
     folder = run_folder(config, run_id)
-    state = {}
-    for name, df in ctx.state_out.items():
-        df.write.mode("overwrite").option("compression", "zstd").parquet(f"{partial}/state/{name}")
-        state[name] = f"{folder}/state/{name}"
-    segments = list(ctx.base.segments) if ctx.base is not None else []
+    segments = list(records.base.segments) if records.base is not None else []
     fresh = sum(row[4] for row in stats)
     if fresh:
         segments.append(Segment(f"{folder}/records", fresh))
@@ -345,29 +334,29 @@ def keep(spark: SparkSession, config: Config, run_id: str, partial: str, ctx: Au
     if merge:
         segments, merged = segments[:-merge], segments[-merge:]
         older = [s for s in merged if not s.path.startswith(folder + "/")]
-        frames = [ctx.bounded(ctx.segments_frame(older)).select(*RECORD_COLUMNS)] if older else []
+        frames = [records.bounded(records.segments_frame(older)).select(*RECORD_COLUMNS)] if older else []
         if len(older) < len(merged):  # this run's own segment is merged too
-            frames.append(ctx.fresh)
+            frames.append(records.fresh)
         reduce(lambda a, b: a.unionByName(b), frames).write.mode("overwrite").option(
             "compression", "zstd").parquet(f"{partial}/merged")
         count = spark.read.parquet(f"{partial}/merged").count()  # from the files' footers
         if len(older) < len(merged):
-            discard(spark, ctx.segment_path)
+            discard(spark, records.segment_path)
         segments.append(Segment(f"{folder}/merged", count))
-    ends = index_ends(ctx.plans, stats)
-    ctx.keep_index()
+    ends = index_ends(records.plans, stats)
+    records.keep_index()
     publish(spark, config, run_id, partial)
-    return RecordIndex(run_id, tuple(segments), fingerprints(config, ctx.endpoints), ends, state,
-                       ctx.committed, ctx.options.now.isoformat(), _lows(ctx))
+    return RecordIndex(run_id, tuple(segments), fingerprints(config, records.endpoints), ends,
+                       records.committed, records.options.now.isoformat(), _lows(records))
 
 
-def _lows(ctx: AuditContext) -> dict[str, dict[str, dict[int, int]]]:
+def _lows(records: SparkRecords) -> dict[str, dict[str, dict[int, int]]]:
     """The index's lowest offset per partition of each archive input (RecordIndex.lows)."""
     lows: dict[str, dict[str, dict[int, int]]] = {}
-    for name, ep in ctx.endpoints.items():
+    for name, ep in records.endpoints.items():
         if ep.input is not None and ep.input.archive:
             lows[name] = {}
-            for (topic, partition), low in ctx.archive_starts(name).items():
+            for (topic, partition), low in records.archive_starts(name).items():
                 lows[name].setdefault(topic, {})[partition] = low
     return lows
 

@@ -13,7 +13,7 @@ Where each piece comes from, and how it is found without reading more than neede
   (EO103), and copies a token lookup revealed.
 
 The message's findings are not decided here: the audit's own checks run over the rows gathered
-(eoctl.checks.scoped), and the verdict follows the findings that name the message (VERDICT_OF);
+(eoctl.engine.duckdb_trace.message_findings), and the verdict follows the findings that name the message (VERDICT_OF);
 the facts only refine it and say why in words.
 
 Nothing is collected but the matches: a message has a handful of copies.
@@ -462,7 +462,7 @@ def _scan(spark: SparkSession, config: Config, bounds: _Bounds, committed: dict[
 
     from pyspark.sql import functions as F
 
-    from eoctl.checks.context import processed_flag, with_problem
+    from eoctl.engine.spark_records import processed_flag, with_problem
     from eoctl.sources.records import with_protocol_columns
 
     names = config.protocol.headers

@@ -29,7 +29,7 @@ def chaos(tmp_path_factory) -> ChaosRun:
 def audited(spark, chaos: ChaosRun):
     """The settled audit of the sample (every code), and the time it was taken at."""
     from eoctl.audit import run_audit, select_codes
-    from eoctl.checks.context import AuditOptions
+    from eoctl.options import AuditOptions
 
     now, zero = dt.datetime.now(dt.timezone.utc), dt.timedelta(0)
     return now, run_audit(spark, chaos.config, AuditOptions(now=now, grace=zero, stuck_after=zero),

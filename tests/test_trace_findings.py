@@ -1,5 +1,5 @@
 """trace and the audit agree on a generated state: the findings trace reports on a message come from
-the checks' own definitions (eoctl.checks.scoped), so every message a finding names shows that
+the catalog's own checks (eoctl.expr.catalog), so every message a finding names shows that
 finding in its trace, trace names no finding the audit does not, and no message with a critical
 finding gets a verdict that needs no action. (The same on the chaos sample: tests/test_trace.py.)"""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from eoctl.audit import run_audit, select_codes
-from eoctl.checks.context import AuditOptions
 from eoctl.config import load_config
+from eoctl.options import AuditOptions
 from eoctl.report.findings import CATALOG, names_message
 from tests.helpers.trace_agreement import assert_agree, named_messages, trace_all
 

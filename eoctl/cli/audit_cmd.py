@@ -54,8 +54,8 @@ def audit(
 
     Example: eoctl --format json audit --since-last --fail-on critical"""
     from eoctl.audit import run_audit, run_audit_duckdb, select_codes
-    from eoctl.checks.context import AuditOptions
     from eoctl.cli.sources_cmd import parse_range
+    from eoctl.options import AuditOptions
     from eoctl.report.findings import Severity
     from eoctl.report.render import render_json, render_markdown, render_text
     from eoctl.sources import check_ranges

@@ -38,13 +38,11 @@ def reconcile_tokens(
     with progress(app.output is OutputFormat.text) as step:
         if config.engine.kind == "duckdb":
             from eoctl.config import paths
-            from eoctl.ops.reconcile import run_reconcile_duckdb
 
             paths.require_paths(config)
-            report = run_reconcile_duckdb(config, **args, progress=step)
         else:
             step("starting Spark")
-            report = run_reconcile(app.spark(), config, **args, progress=step)
+        report = run_reconcile(app.spark, config, **args, progress=step)
     if output is not None:
         import json
 

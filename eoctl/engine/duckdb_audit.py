@@ -27,9 +27,9 @@ from eoctl.secrets import mask_text, redact
 if TYPE_CHECKING:
     import duckdb
 
-    from eoctl.checks.context import AuditOptions
     from eoctl.config.model import Config, SinkConfig
     from eoctl.expr.inputs import Scope
+    from eoctl.options import AuditOptions
     from eoctl.report.findings import AuditReport
 
 
@@ -59,6 +59,43 @@ def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOp
     return scope
 
 
+class DuckDBRun:
+    """The inputs of eoctl.expr.inputs opened in a DuckDB database of the run's own (eoctl.engine.run.
+    EngineRun): the records, the store tables, and when asked sinks and blob listings."""
+
+    def __init__(self, config: Config, options: AuditOptions, step: Callable[[str], None], *, sinks: bool = True,
+                 blobs: bool = False, hashed: bool = False, layout=None, index=None) -> None:
+        from eoctl.expr import Dialect
+
+        self.dialect = Dialect.duckdb
+        self.options = options
+        self.con = connect(config.engine.memory_limit)
+        try:
+            self.scope = open_inputs(self.con, config, options, step, sinks=sinks, blobs=blobs, hashed=hashed,
+                                     layout=layout, index=index)
+        except BaseException:
+            self.con.close()
+            raise
+
+    def keep(self, name: str, sql: str) -> None:
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {_ident(name)} AS {sql}")
+
+    def rows(self, sql: str) -> list[dict[str, Any]]:
+        from eoctl.engine.evidence import jsonable
+
+        return [redact(jsonable(r)) for r in self.con.sql(sql).to_arrow_table().to_pylist()]
+
+    def evaluate(self, sql: str, stem: str) -> tuple[int, list[dict[str, Any]], str | None]:
+        return materialize(self.con, sql, self.options.evidence_rows, self.options.evidence_dir, stem)
+
+    def stream(self, sql: str):
+        for batch in self.con.sql(sql).to_arrow_reader(batch_size=10_000):
+            yield from batch.to_pylist()
+
+    def release(self) -> None:
+        self.con.close()
+
+
 def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict[str, Any],
               step: Callable[[str], None]) -> AuditReport:
     """The findings of `codes` over every record of the audited inputs: all read from the source,
@@ -67,22 +104,21 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
     from eoctl import incremental
     from eoctl.audit import evaluate_checks
     from eoctl.engine import duckdb_index
-    from eoctl.expr import Dialect
     from eoctl.report.findings import AuditReport
 
     report = AuditReport(run=run)
-    scope = _scope(config, options)
     index = None
     if options.since_last or options.keep_index:
         if options.since_last:
             step("looking for the record index of the last recorded run")
         keeps = options.keep_index and incremental.indexable(config, options)
         partial = incremental.partial_path(config, run["id"]) if keeps else None
-        index = duckdb_index.IndexRun.open(config, scope.endpoints, options.since_last, partial)
-    con = connect(config.engine.memory_limit)
+        index = duckdb_index.IndexRun.open(config, _scope(config, options).endpoints, options.since_last, partial)
+    engine = None
     try:
-        scope = open_inputs(con, config, options, step, blobs=any(c.startswith("EO4") for c in codes),
-                            hashed="EO403" in codes, index=index)
+        engine = DuckDBRun(config, options, step, blobs=any(c.startswith("EO4") for c in codes),
+                           hashed="EO403" in codes, index=index)
+        con, scope = engine.con, engine.scope
         report.scanned["records"] = total = con.execute("SELECT count(*) FROM records").fetchall()[0][0]
         index = index or duckdb_index.IndexRun()
         stats = duckdb_index.fresh_stats(con) if index.base is not None or index.partial else []
@@ -93,115 +129,16 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
         report.notes = scope.layout.notes(list(scope.endpoints))
         if "EO601" in codes:
             load_transactions(con, scope)
-
-        def evaluate(sql: str, stem: str):
-            return materialize(con, sql, options.evidence_rows, options.evidence_dir, stem)
-
-        evaluate_checks(report, scope, codes, Dialect.duckdb, evaluate, step)
+        evaluate_checks(report, engine, codes, step)
         if index.partial is not None:
             step("keeping the record index for the next --since-last run")
             report.index = duckdb_index.keep(con, config, run["id"], index, scope.endpoints, run["started_at"], stats)
     finally:
-        con.close()
+        if engine is not None:
+            engine.release()
         if index is not None and index.partial is not None and report.index is None:
             incremental.discard(None, index.partial)  # nothing half-written: no history row names it
     return report
-
-
-def run_reconcile(config: Config, options: AuditOptions, endpoints: list[str] | None, report,
-                  evidence_rows: int, evidence_dir: Path | None, step: Callable[[str], None]) -> None:
-    """Fill `report` (eoctl.ops.reconcile.ReconcileReport): every token of the selected endpoints
-    classified, and their in-flight records without a token, evidence read from every endpoint."""
-    from eoctl.expr import Dialect, compile_sql
-    from eoctl.expr.reconcile import missing_tokens, token_classes
-    from eoctl.expr.records import records_table
-    from eoctl.ops.common import selected
-    from eoctl.ops.reconcile import TOKEN_CLASSES, ClassEvidence
-
-    con = connect(config.engine.memory_limit)
-    try:
-        scope = open_inputs(con, config, options, step, sinks=False)
-        report.notes = scope.layout.notes(endpoints)
-        records = records_table()
-        run_id = report.run["id"]
-        for name in selected(config, endpoints):
-            if not scope.has(name, "tokens"):
-                continue
-            step(f"classifying the tokens of {name}")
-            con.execute(f"CREATE OR REPLACE TEMP TABLE classes AS "
-                        f"{compile_sql(token_classes(scope, records, Dialect.duckdb, name), Dialect.duckdb)}")
-            found = dict(con.execute('SELECT "class", count(*) FROM classes GROUP BY ALL').fetchall())
-            report.counts[name] = {c: found.get(c, 0) for c in TOKEN_CLASSES}
-            for cls in TOKEN_CLASSES:
-                if found.get(cls):
-                    count, rows, path = materialize(con, f'SELECT * FROM classes WHERE "class" = {repr_sql(cls)}',
-                                                    evidence_rows, evidence_dir, f"{run_id}-{name}-{cls}")
-                    report.evidence.append(ClassEvidence(name, cls, count, rows, path))
-            step(f"in-flight records of {name} without a token")
-            count, rows, path = materialize(con, compile_sql(missing_tokens(scope, records, name), Dialect.duckdb),
-                                            evidence_rows, evidence_dir, f"{run_id}-{name}-missing")
-            report.counts[name]["missing"] = count
-            if count:
-                report.evidence.append(ClassEvidence(name, "missing", count, rows, path))
-    finally:
-        con.close()
-
-
-class DuckDBGarbagePlan:
-    """What gc-tokens / gc-blobs may collect (eoctl.ops.common.SparkGarbagePlan's contract), on the
-    DuckDB engine: every token or blob classified (eoctl.expr.reconcile), the collectable garbage
-    of the selected endpoints kept in the run's database until release()."""
-
-    def __init__(self, layout, options, kind) -> None:
-        from eoctl.checks.context import AuditOptions
-        from eoctl.expr import Dialect, compile_sql
-        from eoctl.expr.records import records_table
-        from eoctl.ops.common import Tally, selected
-
-        config = layout.config
-        self.key = kind.key
-        self.con = connect(config.engine.memory_limit)
-        try:
-            scope = open_inputs(self.con, config, AuditOptions(now=options.now, grace=options.grace), lambda _m: None,
-                                sinks=False, blobs=kind.what == "blobs", layout=layout)
-            parts, self.tallies = [], []
-            for i, name in enumerate(selected(config, options.endpoints)):
-                if not (scope.has(name, "tokens") if kind.what == "tokens" else config.endpoints[name].blobs):
-                    continue
-                classes = compile_sql(kind.classify_expr(scope, records_table(), Dialect.duckdb, name), Dialect.duckdb)
-                self.con.execute(f"CREATE TEMP TABLE garbage_{i} AS SELECT * FROM ({classes}) WHERE \"class\" = 'garbage'")
-                counts = dict(self.con.execute(f"SELECT collectable, count(*) FROM garbage_{i} GROUP BY ALL").fetchall())
-                self.tallies.append(Tally(name, garbage=sum(counts.values()), planned=counts.get(True, 0),
-                                          skipped_young=counts.get(False, 0)))
-                columns = ", ".join(_ident(c) for c in ("endpoint", kind.key, *kind.columns))
-                parts.append(f"SELECT {columns} FROM garbage_{i} WHERE collectable")
-            self.tallies.sort(key=lambda t: t.endpoint)
-            self.empty = not parts
-            if parts:
-                self.con.execute("CREATE TEMP TABLE collectable AS " + " UNION ALL ".join(parts))
-        except BaseException:
-            self.con.close()
-            raise
-
-    def sample(self, rows: int) -> list[dict[str, Any]]:
-        from eoctl.engine.evidence import jsonable
-
-        if self.empty:
-            return []
-        return [redact(jsonable(r)) for r in
-                self.con.sql(f"SELECT * FROM collectable LIMIT {int(rows)}").to_arrow_table().to_pylist()]
-
-    def rows(self, limit: int):
-        """At most `limit` rows, in endpoint then key order, fetched batch by batch."""
-        if self.empty:
-            return
-        reader = self.con.sql(f"SELECT * FROM collectable ORDER BY endpoint, {_ident(self.key)} "
-                              f"LIMIT {int(limit)}").to_arrow_reader(batch_size=10_000)
-        for batch in reader:
-            yield from batch.to_pylist()
-
-    def release(self) -> None:
-        self.con.close()
 
 
 def _scope(config: Config, options: AuditOptions) -> Scope:
@@ -345,7 +282,7 @@ def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: b
     import fsspec
     import pyarrow as pa
 
-    from eoctl.checks.blobs import prefix_path
+    from eoctl.expr.blobs import prefix_path
 
     try:
         fs, root = fsspec.core.url_to_fs(uri)

@@ -2,10 +2,7 @@
 as the Spark engine reads and writes it, so a run on one engine continues from a run on the other.
 
 The index's segments are the same Parquet records (RECORD_COLUMNS); its time column is written as
-an instant (isAdjustedToUTC), which Spark reads as its TIMESTAMP. What differs: a DuckDB run keeps
-no check state. It runs every check over all the records (the index's and the new ones), which on
-one machine costs less than continuing states; a Spark run continuing from it rebuilds the states
-it needs from the index (eoctl.checks.context.AuditContext.carried).
+an instant (isAdjustedToUTC), which Spark reads as its TIMESTAMP.
 """
 
 from __future__ import annotations
@@ -131,7 +128,7 @@ def _copy(con: duckdb.DuckDBPyConnection, sql: str, path: str) -> int:
 
 def fresh_stats(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int, int, int, int]]:
     """(endpoint, topic, partition, end offset, records, lowest offset) per partition read from
-    the source (AuditContext.fresh_stats)."""
+    the source (eoctl.engine.spark_records.SparkRecords.fresh_stats)."""
     return [tuple(r) for r in con.execute(
         'SELECT endpoint, topic, "partition", max("offset") + 1, count(*), min("offset") FROM fresh '
         "GROUP BY ALL ORDER BY ALL").fetchall()]
@@ -172,4 +169,4 @@ def keep(con: duckdb.DuckDBPyConnection, config: Config, run_id: str, run: Index
         segments.append(Segment(f"{folder}/merged", count))
     incremental.publish(None, config, run_id, run.partial)
     return RecordIndex(run_id, tuple(segments), incremental.fingerprints(config, endpoints),
-                       incremental.index_ends(run.plans, stats), {}, run.committed, started_at, lows)
+                       incremental.index_ends(run.plans, stats), run.committed, started_at, lows)

@@ -52,9 +52,9 @@ class DuckDBTraceReader:
 
     def scan(self, config: Config, bounds: _Bounds, committed: dict, clauses: list[Clause],
              purpose: str) -> tuple[list[dict[str, Any]], ScanNote]:
-        from eoctl.checks.context import AuditOptions
         from eoctl.expr import Dialect, compile_sql
         from eoctl.expr.records import commits_table, protocol_table, working_copy
+        from eoctl.options import AuditOptions
         from eoctl.trace import ScanNote, _kafka_ranges, live_clauses
 
         inputs, ranges = [], {}
@@ -148,11 +148,11 @@ def message_findings(config: Config, options: TraceOptions, hits: list[dict[str,
 
     import ibis
 
-    from eoctl.checks.context import AuditOptions
     from eoctl.expr import Dialect, compile_sql
-    from eoctl.expr.catalog import CHECKS
+    from eoctl.expr.catalog import CHECKS, shared_tables
     from eoctl.expr.inputs import BLOB_LISTING_SCHEMA, STORE_SCHEMAS, Scope
     from eoctl.expr.records import RECORD_COLUMNS, records_table
+    from eoctl.options import AuditOptions
     from eoctl.report.findings import CATALOG
     from eoctl.stores.layout import KINDS, EndpointTable
 
@@ -192,7 +192,10 @@ def message_findings(config: Config, options: TraceOptions, hits: list[dict[str,
                 scope.sink_schemas[(name, sink.name)] = schema
         out = []
         part = 0
-        for code in (c for c, info in CATALOG.items() if info.message_scoped):
+        codes = [c for c, info in CATALOG.items() if info.message_scoped]
+        for name, expr in shared_tables(codes, records_table(), Dialect.duckdb).items():
+            con.execute(f"CREATE TEMP TABLE {_ident(name)} AS {compile_sql(expr, Dialect.duckdb)}")
+        for code in codes:
             for hit in CHECKS[code](scope, records_table(), Dialect.duckdb):
                 table = con.sql(compile_sql(hit.evidence, Dialect.duckdb)).to_arrow_table()
                 rows = [_spark_json(r) for r in table.to_pylist()]

@@ -2,49 +2,218 @@
 session, so the checks of eoctl.expr.catalog, compiled to Spark SQL, read what the DuckDB engine's
 read (eoctl.engine.duckdb_audit).
 
-The records are AuditContext's working copy (one scan of each source, written once as Parquet, and
-with `--since-last` the record index's rows), the store tables its reads, the sinks and blob
-listings read once each. Nothing is collected to the driver but per-partition offsets.
+The records are eoctl.engine.spark_records' working copy (one scan of each source, written once
+as Parquet, and with `--since-last` the record index's rows); SparkStores reads the store tables,
+sinks and blob prefixes, once each. Nothing is collected to the driver but per-partition offsets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import reduce
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from eoctl.config.model import Config, SinkConfig
 from eoctl.engine.frames import local_frame
+from eoctl.errors import SourceError
+from eoctl.expr.blobs import prefix_path
+from eoctl.secrets import redact
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
-    from eoctl.checks.context import AuditContext
+    from eoctl.engine.spark_records import SparkRecords
     from eoctl.expr.inputs import Scope
+    from eoctl.incremental import RecordIndex
+    from eoctl.options import AuditOptions
+    from eoctl.stores.layout import StoreLayout
+
+#: How the compiled checks are planned. Spark estimates a Parquet scan by its compressed bytes:
+#: the token ids of 10M records (~6 MB on disk, ~600 MB as a hash table) looked small enough to
+#: broadcast, and the driver's heap ran out building the table. Text in zstd Parquet takes 5-10x
+#: its size in memory; a kept (computed) table is estimated by its real size.
+_PLANNING = {"spark.sql.sources.fileCompressionFactor": "10"}
 
 #: Spark's type of each column type of eoctl.expr.inputs' schemas
 _SPARK_TYPES = {"string": "string", "timestamp": "timestamp", "int64": "long", "int32": "int", "boolean": "boolean"}
 
 
-def open_views(ctx: AuditContext, codes: list[str], step: Callable[[str], None]) -> Scope:
-    """Make every table the checks of `codes` read a temporary view of ctx's session; the scope
-    that describes them (which store tables exist, each sink's columns)."""
+class SparkStores:
+    """The store tables, sinks and blob prefixes of a Spark run, each read once and kept until
+    release()."""
+
+    def __init__(self, spark: SparkSession, config: Config, layout: StoreLayout | None = None) -> None:
+        from eoctl.stores.layout import StoreLayout
+
+        self.spark = spark
+        self.config = config
+        self.layout = layout or StoreLayout(config)  # which rows of each table are whose
+        self._persisted: list[DataFrame] = []
+        self._frames: dict[tuple, DataFrame | None] = {}
+
+    def _once(self, key: tuple, read: Callable[[], DataFrame | None], persist: bool = True) -> DataFrame | None:
+        """Read once (`persist`: and kept, computed by the first query that reads it)."""
+        if key not in self._frames:
+            df = read()
+            if df is not None and persist:
+                df = df.persist()
+                self._persisted.append(df)
+            self._frames[key] = df
+        return self._frames[key]
+
+    def table(self, endpoint: str, kind: str) -> DataFrame | None:
+        """An endpoint's tokens/outbox/intents table with canonical column names, or None."""
+        from eoctl.sources.tables import read_endpoint_table
+
+        def read() -> DataFrame | None:
+            t = self.layout.table(endpoint, kind)
+            return None if t is None else read_endpoint_table(self.spark, t)
+        return self._once(("table", endpoint, kind), read)
+
+    def sink(self, endpoint: str, sink: SinkConfig) -> DataFrame:
+        """A sink table. Parquet and ORC sinks are not cached: reading just the columns a check
+        needs costs less than caching every column."""
+        from eoctl.sources.tables import read_table
+
+        df = self._once(("sink", endpoint, sink.name), lambda: read_table(self.spark, self.config, sink),
+                        persist=sink.format not in ("parquet", "orc"))
+        assert df is not None
+        return df
+
+    def blobs(self, endpoint: str, with_hash: bool) -> DataFrame:
+        """name (relative to the prefix), size, modified, actual_sha256 (NULL unless `with_hash`:
+        hashing reads every blob) of every blob under the endpoint's prefix, listed by executors
+        (Spark's binaryFile source)."""
+        uri = self.config.endpoints[endpoint].blobs
+        assert uri is not None
+        df = self._once(("blobs", endpoint, with_hash), lambda: list_blobs(self.spark, uri, with_hash))
+        assert df is not None
+        return df
+
+    def release(self) -> None:
+        for df in self._persisted:
+            df.unpersist()
+        self._persisted.clear()
+        self._frames.clear()
+
+
+class SparkRun:
+    """The inputs of eoctl.expr.inputs opened as temporary views of a Spark session (eoctl.engine.
+    run.EngineRun): the working copy of the records, the store tables, and when asked sinks, blob
+    listings and what the checks of `codes` read besides. The session runs with the compiled
+    expressions' SQL settings until release()."""
+
+    def __init__(self, spark: SparkSession, config: Config, options: AuditOptions, step: Callable[[str], None],
+                 codes: Sequence[str] = (), *, sinks: bool = True, blobs: bool = False, hashed: bool = False,
+                 layout: StoreLayout | None = None, base: RecordIndex | None = None,
+                 index_path: str | None = None) -> None:
+        from eoctl.engine.spark_records import SparkRecords
+        from eoctl.expr import Dialect
+        from eoctl.expr.functions import SPARK_SQL_CONF
+
+        self.spark = spark
+        self.dialect = Dialect.spark
+        self.options = options
+        self.records = SparkRecords(spark, config, options, base, index_path)
+        self.stores = SparkStores(spark, config, layout)
+        self._kept: dict[str, DataFrame] = {}
+        self._conf = sql_conf(spark, {**SPARK_SQL_CONF, **_PLANNING})
+        self._conf.__enter__()
+        try:
+            self.scope = open_views(self.records, self.stores, step, codes, sinks=sinks, blobs=blobs, hashed=hashed)
+        except BaseException:
+            self.release()
+            raise
+
+    def keep(self, name: str, sql: str) -> None:
+        from pyspark import StorageLevel
+
+        if name in self._kept:
+            self._kept.pop(name).unpersist()
+        df = self.spark.sql(sql).persist(StorageLevel.MEMORY_AND_DISK)
+        df.count()  # computed now: queries that read it are planned knowing its real size
+        df.createOrReplaceTempView(name)
+        self._kept[name] = df
+
+    def rows(self, sql: str) -> list[dict[str, Any]]:
+        from eoctl.engine.evidence import jsonable
+
+        return [redact(jsonable(r.asDict(recursive=True))) for r in self.spark.sql(sql).collect()]
+
+    def evaluate(self, sql: str, stem: str) -> tuple[int, list[dict[str, Any]], str | None]:
+        from eoctl.engine.evidence import materialize
+
+        return materialize(self.spark.sql(sql), self.options.evidence_rows, self.options.evidence_dir, stem)
+
+    def stream(self, sql: str) -> Iterator[dict[str, Any]]:
+        from pyspark import StorageLevel
+
+        # computed once and kept: toLocalIterator runs a job per partition, which would recompute it
+        df = self.spark.sql(sql).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            df.count()
+            for row in df.toLocalIterator():
+                yield row.asDict(recursive=True)
+        finally:
+            df.unpersist()
+
+    def release(self) -> None:
+        for df in self._kept.values():
+            df.unpersist()
+        self._kept.clear()
+        try:
+            self.stores.release()
+            self.records.release()
+        finally:
+            self._conf.__exit__(None, None, None)
+
+
+def list_blobs(spark: SparkSession, uri: str, with_hash: bool) -> DataFrame:
+    """Every blob under `uri`: name (relative to the prefix), size, modified, actual_sha256."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.utils import AnalysisException
+
+    prefix = prefix_path(uri)
+    try:
+        # gc-blobs (or the pipeline) may move a blob away between Spark's listing and its read:
+        # the audit then sees it gone, as a listing a moment later would, instead of failing.
+        files = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+                 .option("ignoreMissingFiles", "true").load(uri))
+    except AnalysisException as exc:
+        raise SourceError(f"blob prefix {uri} cannot be listed: {str(exc).splitlines()[0]}") from None
+    rel = F.expr(f"substring(path, instr(path, '{prefix}') + {len(prefix)})")
+    sha = F.sha2("content", 256) if with_hash else F.lit(None).cast("string")
+    return files.select(rel.alias("name"), F.col("length").alias("size"), F.col("modificationTime").alias("modified"),
+                        sha.alias("actual_sha256"))
+
+
+def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str], None], codes: Sequence[str] = (),
+               *, sinks: bool = True, blobs: bool = False, hashed: bool = False) -> Scope:
+    """Make the tables of eoctl.expr.inputs temporary views of the session: the records, the
+    store tables, and (when asked) sinks and blob listings (hashed: with the content's sha256),
+    plus what the checks of `codes` read besides (log starts, transactions, undecodable lines);
+    the scope that describes them (which store tables exist, each sink's columns)."""
     from eoctl.expr.inputs import Scope
 
-    scope = Scope(ctx.config, ctx.options, layout=ctx.layout)
-    ctx.records.createOrReplaceTempView("records")
-    ctx.commits_frame().createOrReplaceTempView("commits")
+    scope = Scope(records.config, records.options, layout=stores.layout)
+    step("reading the records of every input")
+    records.records.createOrReplaceTempView("records")
+    records.commits_frame().createOrReplaceTempView("commits")
     step("reading the store tables")
-    scope.tables = _store_views(ctx)
-    _sink_views(ctx, scope)  # lazy: read only by the checks that look at sinks (EO202, EO5xx)
-    if any(c.startswith("EO4") for c in codes):
-        _blob_views(ctx, scope, with_hash="EO403" in codes)
+    scope.tables = _store_views(stores, list(records.endpoints))
+    if sinks:  # lazy: read only by the checks that look at sinks (EO202, EO5xx)
+        _sink_views(stores, records.endpoints, scope)
+    if blobs:
+        for name, ep in records.endpoints.items():
+            if ep.blobs:
+                stores.blobs(name, hashed).createOrReplaceTempView(scope.blob_view(name))
     if "EO204" in codes:
-        _log_starts_view(ctx)
+        _log_starts_view(records)
     if "EO601" in codes:
-        _transactions_view(ctx)
+        _transactions_view(records)
     if "EO106" in codes:
-        _undecodable_view(ctx)
+        _undecodable_view(records)
     return scope
 
 
@@ -73,16 +242,16 @@ def _typed(df: DataFrame, schema: dict[str, str], ep: str | None = None) -> Data
     return df.select(*cols, *[F.col(c).cast(_SPARK_TYPES[t]).alias(c) for c, t in schema.items()])
 
 
-def _empty(ctx: AuditContext, schema: dict[str, str]) -> DataFrame:
-    return local_frame(ctx.spark, [], ", ".join(f"`{c}` {_SPARK_TYPES[t]}" for c, t in schema.items()))
+def _empty(spark: SparkSession, schema: dict[str, str]) -> DataFrame:
+    return local_frame(spark, [], ", ".join(f"`{c}` {_SPARK_TYPES[t]}" for c, t in schema.items()))
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
     return reduce(lambda a, b: a.unionByName(b), frames)
 
 
-def _store_views(ctx: AuditContext) -> set[tuple[str, str]]:
-    """Views `tokens`, `outbox`, `intents`: each audited endpoint's rows of that store table."""
+def _store_views(stores: SparkStores, endpoints: list[str]) -> set[tuple[str, str]]:
+    """Views `tokens`, `outbox`, `intents`: each of `endpoints`' rows of that store table."""
     from eoctl.expr.inputs import STORE_SCHEMAS
     from eoctl.stores.layout import KINDS
 
@@ -90,87 +259,72 @@ def _store_views(ctx: AuditContext) -> set[tuple[str, str]]:
     for kind in KINDS:
         schema = {"ep": "string", **STORE_SCHEMAS[kind]}
         frames = []
-        for name in ctx.endpoints:
-            df = ctx.table(name, kind)
+        for name in endpoints:
+            df = stores.table(name, kind)
             if df is not None:
                 present.add((name, kind))
                 frames.append(_typed(df, STORE_SCHEMAS[kind], ep=name))
-        (_union(frames) if frames else _empty(ctx, schema)).createOrReplaceTempView(kind)
+        (_union(frames) if frames else _empty(stores.spark, schema)).createOrReplaceTempView(kind)
     return present
 
 
-def _sink_views(ctx: AuditContext, scope: Scope) -> None:
+def _sink_views(stores: SparkStores, endpoints, scope: Scope) -> None:
     """A view per configured sink (Scope.sink_view) and its columns as Ibis sees them."""
     import ibis
     from ibis.backends.sql.datatypes import PySparkType
 
-    for name, ep in ctx.endpoints.items():
+    for name, ep in endpoints.items():
         for sink in ep.sinks:
-            df = ctx.sink(name, sink)
+            df = stores.sink(name, sink)
             df.createOrReplaceTempView(scope.sink_view(name, sink))
             scope.sink_schemas[(name, sink.name)] = ibis.schema(
                 {f.name: PySparkType.from_string(f.dataType.simpleString()) for f in df.schema.fields})
 
 
-def _blob_views(ctx: AuditContext, scope: Scope, with_hash: bool) -> None:
-    """A view per blob prefix (Scope.blob_view): name, size, modified, actual_sha256 (NULL
-    unless EO403 runs: hashing reads every blob)."""
-    from pyspark.sql import functions as F
-
-    from eoctl.checks.blobs import listing
-
-    for name, ep in ctx.endpoints.items():
-        if ep.blobs:
-            df = listing(ctx, name, with_hash)
-            if not with_hash:
-                df = df.withColumn("actual_sha256", F.lit(None).cast("string"))
-            df.select("name", "size", "modified", "actual_sha256").createOrReplaceTempView(scope.blob_view(name))
-
-
-def _log_starts_view(ctx: AuditContext) -> None:
+def _log_starts_view(records: SparkRecords) -> None:
     """View `log_starts`: each input partition's first offset (the broker's log start of a live
     topic, the lowest offset an archive holds)."""
     from eoctl.expr.inputs import LOG_STARTS_SCHEMA
     from eoctl.sources.kafka import partition_offsets
 
     rows = []
-    for name, ep in ctx.endpoints.items():
+    for name, ep in records.endpoints.items():
         if ep.input is None:
             continue
         if ep.input.kafka:
             rows += [(name, p.topic, p.partition, p.log_start)
-                     for p in partition_offsets(ctx.config.kafka[ep.input.kafka], ep.input.topics)]
+                     for p in partition_offsets(records.config.kafka[ep.input.kafka], ep.input.topics)]
         else:
-            rows += [(name, t, p, low) for (t, p), low in ctx.archive_starts(name).items()]
-    _rows_view(ctx, "log_starts", rows, LOG_STARTS_SCHEMA)
+            rows += [(name, t, p, low) for (t, p), low in records.archive_starts(name).items()]
+    _rows_view(records, "log_starts", rows, LOG_STARTS_SCHEMA)
 
 
-def _transactions_view(ctx: AuditContext) -> None:
+def _transactions_view(records: SparkRecords) -> None:
     """View `transactions`: what the brokers of the live inputs say of transactions open longer
     than --transaction-timeout."""
     from eoctl.expr.inputs import TRANSACTIONS_SCHEMA
     from eoctl.sources.kafka import hanging_partitions
 
     rows = []
-    for name, ep in ctx.endpoints.items():
+    for name, ep in records.endpoints.items():
         if ep.input is not None and ep.input.kafka:
             rows += [(name, *row) for row in hanging_partitions(
-                ctx.config.kafka[ep.input.kafka], ep.input.topics, ctx.options.now, ctx.options.transaction_timeout)]
-    _rows_view(ctx, "transactions", rows, TRANSACTIONS_SCHEMA)
+                records.config.kafka[ep.input.kafka], ep.input.topics, records.options.now, records.options.transaction_timeout)]
+    _rows_view(records, "transactions", rows, TRANSACTIONS_SCHEMA)
 
 
-def _undecodable_view(ctx: AuditContext) -> None:
+def _undecodable_view(records: SparkRecords) -> None:
     """View `undecodable`: the lines of JSON archives that are not records."""
     from eoctl.expr.inputs import UNDECODABLE_SCHEMA
     from eoctl.sources.archive import undecodable_lines
 
-    frames = [_typed(undecodable_lines(ctx.spark, ep.input.archive, ep.input.topics),
+    frames = [_typed(undecodable_lines(records.spark, ep.input.archive, ep.input.topics),
                      {c: t for c, t in UNDECODABLE_SCHEMA.items() if c != "ep"}, ep=name)
-              for name, ep in ctx.endpoints.items()
+              for name, ep in records.endpoints.items()
               if ep.input is not None and ep.input.archive and ep.input.archive_format == "json"]
-    (_union(frames) if frames else _empty(ctx, UNDECODABLE_SCHEMA)).createOrReplaceTempView("undecodable")
+    (_union(frames) if frames else _empty(records.spark, UNDECODABLE_SCHEMA)).createOrReplaceTempView("undecodable")
 
 
-def _rows_view(ctx: AuditContext, view: str, rows: list[tuple], schema: dict[str, str]) -> None:
+def _rows_view(records: SparkRecords, view: str, rows: list[tuple], schema: dict[str, str]) -> None:
     ddl = ", ".join(f"`{c}` {_SPARK_TYPES[t]}" for c, t in schema.items())
-    local_frame(ctx.spark, rows, ddl).createOrReplaceTempView(view)
+    local_frame(records.spark, rows, ddl).createOrReplaceTempView(view)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from eoctl.expr.functions import Dialect, blob_refs
 from eoctl.expr.inputs import Hit, Scope
@@ -19,6 +20,12 @@ if TYPE_CHECKING:
     import ibis.expr.types as ir
 
 
+def prefix_path(uri: str) -> str:
+    """The path a blob prefix URI's listing names files by (host and path, `/`-terminated)."""
+    parsed = urlparse(uri)
+    return (parsed.netloc + parsed.path if parsed.scheme not in ("", "file") else parsed.path).rstrip("/") + "/"
+
+
 def relative_name(uri: ir.StringValue, prefix: str) -> ir.StringValue:
     """A blob reference as a name relative to the prefix (absolute URIs under it are shortened)."""
     at = uri.find(prefix)
@@ -27,8 +34,6 @@ def relative_name(uri: ir.StringValue, prefix: str) -> ir.StringValue:
 
 def _references(scope: Scope, records: ir.Table, name: str, dialect: Dialect) -> ir.Table:
     """Blob references in records sent by this endpoint: name, expected sha256, the record."""
-    from eoctl.checks.blobs import prefix_path
-
     prefix = prefix_path(scope.endpoints[name].blobs or "")
     r = records.filter(records.problem.isnull() & (records.producer == name) & records.blobs.notnull())
     refs = r.select("topic", "partition", "offset", "message_id", b=blob_refs(r.blobs, dialect).unnest())

@@ -55,3 +55,10 @@ CHECKS: dict[str, Check] = {
     "EO502": sinks.conflicting_values,
     "EO601": hanging_transactions,
 }
+
+
+def shared_tables(codes: list[str], records: ir.Table, dialect: Dialect) -> dict[str, ir.Table]:
+    """The tables the checks of `codes` share (topics.SHARED), by name: an engine computes each
+    once (EngineRun.keep) before running the checks."""
+    return {name: build(records, dialect) for name, (users, build) in topics.SHARED.items()
+            if set(users) & set(codes)}

@@ -24,8 +24,8 @@ import ibis
 if TYPE_CHECKING:
     import ibis.expr.types as ir
 
-    from eoctl.checks.context import AuditOptions
     from eoctl.config.model import Config, EndpointConfig, SinkConfig
+    from eoctl.options import AuditOptions
 
 #: canonical columns of each store table, as every engine gives them (ids as text, times in UTC)
 STORE_SCHEMAS = {

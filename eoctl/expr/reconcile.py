@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import ibis
 
-from eoctl.expr.blobs import relative_name
+from eoctl.expr.blobs import prefix_path, relative_name
 from eoctl.expr.functions import Dialect, blob_refs
 from eoctl.expr.inputs import Scope, store_table
 from eoctl.expr.outbox import pending_outgoing, referenced_tokens
@@ -117,15 +117,14 @@ def missing_tokens(scope: Scope, records: ir.Table, name: str) -> ir.Table:
 
 def blob_classes(scope: Scope, records: ir.Table, dialect: Dialect, name: str) -> ir.Table:
     """Every blob under endpoint `name`'s prefix with its class (eoctl.ops.reconcile)."""
-    from eoctl.checks.blobs import prefix_path
-
     prefix = prefix_path(scope.config.endpoints[name].blobs or "")
     files = scope.blobs(name).select("name", "size", "modified")
     # records of this producer, or of no readable producer (they might be its): every copy counts
     mine = records.filter(((records.producer == name) | records.producer.isnull()) & records.blobs.notnull())
     mine = mine.mutate(_refs=blob_refs(mine.blobs, dialect))
-    published = mine.filter(mine._refs.notnull()).select(uri=mine._refs.unnest().uri)
-    published = published.select(name=relative_name(published.uri, prefix)).distinct().mutate(
+    # unnested first, the field taken in a select of its own: Spark cannot take a field of explode()
+    published = mine.filter(mine._refs.notnull()).select(ref=mine._refs.unnest())
+    published = published.select(name=relative_name(published.ref.uri, prefix)).distinct().mutate(
         published=ibis.literal(True))
     # an eo-blobs header that is not valid JSON may still name a blob: any blob whose name appears
     # in it is kept (these records are few; EO105 reports them)
@@ -133,8 +132,8 @@ def blob_classes(scope: Scope, records: ir.Table, dialect: Dialect, name: str) -
     named = files.select("name").join(unreadable, unreadable.raw.find(files.name) >= 0).select(
         "name").distinct().mutate(maybe_published=ibis.literal(True))
     pending = pending_outgoing(scope, dialect)
-    held = pending.filter(pending.sender == name).select(uri=pending.blob_refs.unnest().uri)
-    held = held.select(name=relative_name(held.uri, prefix)).distinct().mutate(referenced=ibis.literal(True))
+    held = pending.filter(pending.sender == name).select(ref=pending.blob_refs.unnest())
+    held = held.select(name=relative_name(held.ref.uri, prefix)).distinct().mutate(referenced=ibis.literal(True))
     df = (files.left_join(published, "name").drop("name_right").left_join(named, "name").drop("name_right")
           .left_join(held, "name").drop("name_right"))
     df = _with_registration(scope, records, df, "blob", "name")

@@ -27,7 +27,7 @@ PROTOCOL_SCHEMA = ibis.schema({
 COMMITS_SCHEMA = ibis.schema({"c_endpoint": "string", "c_topic": "string", "c_partition": "int32",
                               "committed": "int64"})
 
-#: the working copy's columns (eoctl.checks.context.RECORD_COLUMNS)
+#: the working copy's columns, and the record index's (eoctl.incremental)
 RECORD_COLUMNS = ("endpoint", "topic", "partition", "offset", "timestamp", "processed", "committed", "message_id",
                   "token_id", "producer", "seq", "causation_id", "attempt_id", "blobs", "problem")
 

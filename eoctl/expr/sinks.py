@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import ibis
 
-from eoctl.expr.functions import Dialect, first_n, to_json
+from eoctl.expr.functions import Dialect, first_n, hash64, to_json
 from eoctl.expr.inputs import Hit, Scope
 
 if TYPE_CHECKING:
@@ -36,9 +36,17 @@ def conflicting_values(scope: Scope, records: ir.Table, dialect: Dialect) -> Ite
         if not sink.key_columns:
             continue
         rows = scope.sink(name, sink)
-        values = sink.value_columns or [c for c in rows.columns if c not in sink.key_columns]
-        value = ibis.struct({c: rows[c] for c in values})
-        g = rows.group_by(sink.key_columns).aggregate(
-            distinct_values=value.nunique(),
-            values=first_n(to_json(value, dialect).collect(distinct=True).sort(), 5, dialect))
-        yield Hit("EO502", name, sink.name, g.filter(g.distinct_values > 1))
+        keys = list(sink.key_columns)
+        values = sink.value_columns or [c for c in rows.columns if c not in keys]
+        rows = rows.mutate(_value=to_json(ibis.struct({c: rows[c] for c in values}), dialect))
+        # the keys whose values differ, by a cheap aggregate (eoctl.expr.functions.hash64); the
+        # values are then counted and listed for those keys only
+        h = hash64(rows._value, dialect)
+        differ = rows.group_by(keys).aggregate(_lo=h.min(), _hi=h.max())
+        differ = differ.filter(differ._lo != differ._hi)
+        # null-safe: a NULL key is a group of its own, as in the aggregate
+        flagged = rows.semi_join(differ, [rows[k].identical_to(differ[k]) for k in keys])
+        g = flagged.group_by(keys).aggregate(
+            distinct_values=flagged._value.nunique(),
+            values=first_n(flagged._value.collect(distinct=True).sort(), 5, dialect))
+        yield Hit("EO502", name, sink.name, g)

@@ -1,8 +1,8 @@
 """Topic checks (EO101-EO105) over the working copy (eoctl.expr.records), written once.
 
-Each gives one expression with an `endpoint` column and the evidence columns of its code (as
-the Spark checks in eoctl.checks.topics give them), split by endpoint into Hits. Full scans:
-continuing from a recorded run's state (--since-last) is the engine's business (docs/engines.md).
+Each gives one expression with an `endpoint` column and the evidence columns of its code, split
+by endpoint into Hits. Full scans over every record (with --since-last, the record index's and the
+new ones).
 EO106 (lines of a JSON archive that are not records) is in eoctl.expr.catalog: the reader names them.
 """
 
@@ -14,12 +14,16 @@ from typing import TYPE_CHECKING
 import ibis
 from ibis import _
 
-from eoctl.expr.functions import Dialect
+from eoctl.expr.functions import Dialect, hash64
 from eoctl.expr.inputs import Hit, Scope
 from eoctl.expr.outbox import pending_outgoing
 
 if TYPE_CHECKING:
     import ibis.expr.types as ir
+
+
+#: numbers per window partition in EO104 (sequence_gaps)
+_BLOCK = 1 << 16
 
 
 def _valid(records: ir.Table) -> ir.Table:
@@ -31,28 +35,69 @@ def _positions(t: ir.Table) -> ir.ArrayValue:
     return ibis.struct({"partition": t.partition, "offset": t.offset}).collect().sort()
 
 
-def redelivered_copies(records: ir.Table) -> ir.Table:
-    """EO101: the same message id and token at more than one offset (harmless if handled)."""
+_MESSAGE = ["endpoint", "topic", "message_id"]
+
+
+def repeated_keys(records: ir.Table, dialect: Dialect) -> ir.Table:
+    """(endpoint, topic, message_id) of every message with more than one valid record: the only
+    ones EO101 (copies of one token) and EO102 (several tokens) can flag, usually few."""
     v = _valid(records)
-    return v.group_by(["endpoint", "topic", "message_id", "token_id"]).aggregate(
+    return v.group_by(_MESSAGE).aggregate(_n=_.count()).filter(_._n > 1).select(*_MESSAGE)
+
+
+def repeated_messages(records: ir.Table, dialect: Dialect) -> ir.Table:
+    """The valid records of the repeated messages. A table of its own, computed after
+    repeated_keys: the engine then knows how few keys there are (Spark broadcasts them instead of
+    shuffling every record to meet them)."""
+    keys = ibis.table(ibis.schema({c: "string" for c in _MESSAGE}), name="repeated_keys")
+    return _valid(records).semi_join(keys, _MESSAGE)
+
+
+def _repeated(records: ir.Table) -> ir.Table:
+    """The run's `repeated_messages` table."""
+    return ibis.table(records.schema(), name="repeated_messages")
+
+
+def redelivered_copies(records: ir.Table, dialect: Dialect) -> ir.Table:
+    """EO101: the same message id and token at more than one offset (harmless if handled)."""
+    v = _repeated(records)
+    return v.group_by([*_MESSAGE, "token_id"]).aggregate(
         copies=_.count(), positions=_positions(v)).filter(_.copies > 1)
 
 
-def message_under_several_tokens(records: ir.Table) -> ir.Table:
+def message_under_several_tokens(records: ir.Table, dialect: Dialect) -> ir.Table:
     """EO102: one logical message carried by two or more tokens: each token lets it through once."""
-    v = _valid(records)
-    return v.group_by(["endpoint", "topic", "message_id"]).aggregate(
+    v = _repeated(records)
+    return v.group_by(_MESSAGE).aggregate(
         tokens=v.token_id.nunique(), token_ids=v.token_id.collect(distinct=True).sort(),
         positions=_positions(v)).filter(_.tokens > 1)
 
 
-def sequence_on_several_messages(records: ir.Table) -> ir.Table:
-    """EO103: PIP-6 (producer, sequence) reused by different message ids."""
+_SEQUENCE = ["endpoint", "topic", "producer", "seq"]
+
+
+def _sequenced(records: ir.Table) -> ir.Table:
     v = _valid(records)
-    v = v.filter(v.producer.notnull() & v.seq.notnull())
-    return v.group_by(["endpoint", "topic", "producer", "seq"]).aggregate(
+    return v.filter(v.producer.notnull() & v.seq.notnull())
+
+
+def reused_sequence_keys(records: ir.Table, dialect: Dialect) -> ir.Table:
+    """(endpoint, topic, producer, seq) carried by more than one message id: a cheap aggregate
+    (min != max of the ids' hash64), usually few keys; EO103's evidence is built for these only."""
+    v = _sequenced(records)
+    h = hash64(v.message_id, dialect)
+    groups = v.group_by(_SEQUENCE).aggregate(_lo=h.min(), _hi=h.max())
+    return groups.filter(groups._lo != groups._hi).select(*_SEQUENCE)
+
+
+def sequence_on_several_messages(records: ir.Table, dialect: Dialect) -> ir.Table:
+    """EO103: PIP-6 (producer, sequence) reused by different message ids."""
+    keys = ibis.table(ibis.schema({"endpoint": "string", "topic": "string", "producer": "string", "seq": "int64"}),
+                      name="reused_sequence_keys")
+    v = _sequenced(records).semi_join(keys, _SEQUENCE)
+    return v.group_by(_SEQUENCE).aggregate(
         messages=v.message_id.nunique(), message_ids=v.message_id.collect(distinct=True).sort(),
-        positions=_positions(v)).filter(_.messages > 1).rename(sequence="seq")
+        positions=_positions(v)).rename(sequence="seq")
 
 
 def records_without_protocol(records: ir.Table) -> ir.Table:
@@ -67,10 +112,21 @@ def sequence_gaps(scope: Scope, records: ir.Table, dialect: Dialect) -> ir.Table
     pending outbox entries hold (not sent yet: reported as stuck entries, EO301)."""
     prod = ["endpoint", "topic", "producer"]
     v = _valid(records)
-    numbers = v.filter(v.producer.notnull() & v.seq.notnull()).select(*prod, "seq").distinct()
-    after = numbers.mutate(_next=numbers.seq.lead().over(group_by=prod, order_by=numbers.seq))
-    gaps = after.filter(after._next > after.seq + 1).select(
-        *prod, missing_from=after.seq + 1, missing_to=after._next - 1)
+    numbers = v.filter(v.producer.notnull() & v.seq.notnull()).select(*prod, "seq")
+    # A window over a producer's numbers is one partition, which Spark sorts in one task: the
+    # numbers are windowed in blocks of _BLOCK (many partitions, sorted in parallel), and the
+    # gaps between blocks come from each block's lowest and highest number (few rows). Repeated
+    # numbers need no distinct: only the last copy's next number differs from it.
+    numbers = numbers.mutate(_block=numbers.seq // _BLOCK)
+    block = [*prod, "_block"]
+    after = numbers.mutate(_next=numbers.seq.lead().over(group_by=block, order_by=numbers.seq))
+    inner = after.filter(after._next > after.seq + 1).select(*prod, missing_from=after.seq + 1,
+                                                             missing_to=after._next - 1)
+    blocks = numbers.group_by(block).aggregate(_lo=numbers.seq.min(), _hi=numbers.seq.max())
+    blocks = blocks.mutate(_next=blocks._lo.lead().over(group_by=prod, order_by=blocks._block))
+    across = blocks.filter(blocks._next > blocks._hi + 1).select(*prod, missing_from=blocks._hi + 1,
+                                                                 missing_to=blocks._next - 1)
+    gaps = inner.union(across)
     # by producer, not topic: archived topics are often renamed, the producer's name is not
     pending = pending_outgoing(scope, dialect)
     pending = pending.filter(pending.seq.notnull()).select(p_producer=pending.producer, p_seq=pending.seq).distinct()
@@ -95,10 +151,15 @@ def _per_endpoint(code: str, check: Callable[[Scope, ir.Table, Dialect], ir.Tabl
 
 #: record checks: one expression over every input's records (EO104 also reads pending entries)
 RECORD_CHECKS: dict[str, Callable[[Scope, ir.Table, Dialect], ir.Table]] = {
-    "EO101": lambda scope, records, dialect: redelivered_copies(records),
-    "EO102": lambda scope, records, dialect: message_under_several_tokens(records),
-    "EO103": lambda scope, records, dialect: sequence_on_several_messages(records),
+    "EO101": lambda scope, records, dialect: redelivered_copies(records, dialect),
+    "EO102": lambda scope, records, dialect: message_under_several_tokens(records, dialect),
+    "EO103": lambda scope, records, dialect: sequence_on_several_messages(records, dialect),
     "EO104": sequence_gaps,
     "EO105": lambda scope, records, dialect: records_without_protocol(records),
 }
 CHECKS = {code: _per_endpoint(code, check) for code, check in RECORD_CHECKS.items()}
+#: tables several checks read: name -> (the codes that read it, its expression), computed once,
+#: in this order (a later one may read an earlier one)
+SHARED = {"repeated_keys": (("EO101", "EO102"), repeated_keys),
+          "repeated_messages": (("EO101", "EO102"), repeated_messages),
+          "reused_sequence_keys": (("EO103",), reused_sequence_keys)}

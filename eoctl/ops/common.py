@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from eoctl.config.model import Config, EndpointConfig
-from eoctl.engine.evidence import collected
 from eoctl.errors import Interrupted
 from eoctl.interrupts import deferred
 from eoctl.ops.lease import Lease, RunLog
@@ -112,8 +111,7 @@ class GcKind:
     command: str
     what: str  # tokens | blobs
     key: str  # the plan's row key: token_id | name
-    classify: Callable[..., Any]  # (AuditContext, endpoint) -> classes DataFrame | None (Spark)
-    classify_expr: Callable[..., Any]  # (Scope, records, Dialect, endpoint) -> classes (Ibis; DuckDB)
+    classify: Callable[..., Any]  # (Scope, records, Dialect, endpoint) -> classes (eoctl.expr.reconcile)
     columns: tuple[str, ...]  # plan columns kept for execution and evidence
     # the store tables are reached through the run's one StoreLayout (layout.config is the configuration)
     apply_batch: Callable[..., None]  # (layout, endpoint, rows, run_id, options, tally)
@@ -121,64 +119,57 @@ class GcKind:
     purge: Callable[[StoreLayout, GcOptions], int]
 
 
-class SparkGarbagePlan:
-    """The collectable rows of a plan (Spark): one tally per endpoint in name order, a sample, the
-    rows streamed to the driver in endpoint then key order. Evidence comes from every endpoint (a
-    pending entry of one holds tokens of another); only the selected endpoints' garbage is
-    collected."""
+class GarbagePlan:
+    """The collectable rows of a plan, on the configured engine (eoctl.engine.run): one tally per
+    endpoint in name order, a sample, the rows streamed in endpoint then key order. Evidence comes
+    from every endpoint (a pending entry of one holds tokens of another); only the selected
+    endpoints' garbage is collected. `spark`: a session, or a function that starts one."""
 
     def __init__(self, spark: Any, layout: StoreLayout, options: GcOptions, kind: GcKind) -> None:
-        from functools import reduce
+        import ibis
 
-        from pyspark.sql import functions as F
-
-        from eoctl.checks.context import AuditContext, AuditOptions
+        from eoctl.engine.run import open_run
+        from eoctl.expr import compile_sql
+        from eoctl.expr.records import records_table
+        from eoctl.options import AuditOptions
 
         config = layout.config
         self.key = kind.key
-        self.ctx = AuditContext(spark, config, AuditOptions(now=options.now, grace=options.grace))
-        self.ctx.layout = layout  # one look at the stores' tables for the plan and the execution
-        frames, tallies = [], []
-        for name in selected(config, options.endpoints):
-            classes = kind.classify(self.ctx, name)
-            if classes is None:
-                continue
-            garbage = self.ctx.persist(classes.where(F.col("class") == "garbage"))
-            counts = {r["collectable"]: r["count"] for r in garbage.groupBy("collectable").count().collect()}
-            tallies.append(Tally(name, garbage=sum(counts.values()), planned=counts.get(True, 0),
-                                 skipped_young=counts.get(False, 0)))
-            frames.append(garbage.where(F.col("collectable")).select("endpoint", kind.key, *kind.columns))
-        self.collectable = reduce(lambda a, b: a.unionByName(b), frames) if frames else None
-        self.tallies = sorted(tallies, key=lambda t: t.endpoint)
+        self.engine = open_run(spark, config, AuditOptions(now=options.now, grace=options.grace), lambda _m: None,
+                               blobs=kind.what == "blobs", layout=layout)
+        try:
+            scope, dialect = self.engine.scope, self.engine.dialect
+            parts, self.tallies = [], []
+            for i, name in enumerate(selected(config, options.endpoints)):
+                if not (scope.has(name, "tokens") if kind.what == "tokens" else config.endpoints[name].blobs):
+                    continue
+                classes = kind.classify(scope, records_table(), dialect, name)
+                garbage = classes.filter(classes["class"] == "garbage")
+                self.engine.keep(f"garbage_{i}", compile_sql(garbage, dialect))
+                kept = ibis.table(garbage.schema(), name=f"garbage_{i}")
+                counted = kept.group_by("collectable").aggregate(n=kept.count())
+                counts = {r["collectable"]: r["n"] for r in self.engine.rows(compile_sql(counted, dialect))}
+                self.tallies.append(Tally(name, garbage=sum(counts.values()), planned=counts.get(True, 0),
+                                          skipped_young=counts.get(False, 0)))
+                parts.append(kept.filter(kept.collectable).select("endpoint", kind.key, *kind.columns))
+            self.tallies.sort(key=lambda t: t.endpoint)
+            self.collectable = ibis.union(*parts).order_by(["endpoint", kind.key]) if parts else None
+            self._compile = lambda expr: compile_sql(expr, dialect)
+        except BaseException:
+            self.engine.release()
+            raise
 
     def sample(self, rows: int) -> list[dict[str, Any]]:
-        return [] if self.collectable is None else collected(self.collectable, rows)
+        """The first `rows` collectable rows, secrets masked."""
+        return [] if self.collectable is None else self.engine.rows(self._compile(self.collectable.limit(rows)))
 
     def rows(self, limit: int) -> Iterator[Any]:
         """At most `limit` rows, in endpoint then key order, computed once."""
-        from pyspark import StorageLevel
-
-        if self.collectable is None:
-            return
-        rows = self.collectable.orderBy("endpoint", self.key).limit(limit).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            rows.count()
-            yield from rows.orderBy("endpoint", self.key).toLocalIterator()
-        finally:
-            rows.unpersist()
+        if self.collectable is not None:
+            yield from self.engine.stream(self._compile(self.collectable.limit(limit)))
 
     def release(self) -> None:
-        self.ctx.release()
-
-
-def _plan(spark: Any, layout: StoreLayout, options: GcOptions, kind: GcKind) -> Any:
-    """The plan on the configured engine: DuckDB in process, else Spark (`spark`: a session, or a
-    function that starts one)."""
-    if layout.config.engine.kind == "duckdb":
-        from eoctl.engine.duckdb_audit import DuckDBGarbagePlan
-
-        return DuckDBGarbagePlan(layout, options, kind)
-    return SparkGarbagePlan(spark() if callable(spark) else spark, layout, options, kind)
+        self.engine.release()
 
 
 def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
@@ -193,7 +184,7 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
 
     def planned() -> Any:
         progress(f"classifying {kind.what}")
-        plan = _plan(spark, layout, options, kind)
+        plan = GarbagePlan(spark, layout, options, kind)
         bound_to_limit(plan.tallies, options.max_deletes)
         return plan
 

@@ -17,8 +17,20 @@ from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config
 from eoctl.errors import SourceError, UsageError
-from eoctl.ops.common import GcKind, GcOptions, GcResult, RestoreResult, Tally, restore_run, run_gc
-from eoctl.ops.journal import intents_naming, journal_and_delete_intents, remove_intents_of
+from eoctl.ops.common import (
+    GcKind,
+    GcOptions,
+    GcResult,
+    RestoreResult,
+    Tally,
+    restore_run,
+    run_gc,
+)
+from eoctl.ops.journal import (
+    intents_naming,
+    journal_and_delete_intents,
+    remove_intents_of,
+)
 from eoctl.ops.lease import RunLog, utcnow
 from eoctl.sources.tables import store_named
 from eoctl.stores.db import Db, StoreConfig, in_list, open_db
@@ -234,19 +246,13 @@ def restore(config: Config, run_id: str) -> RestoreResult:
     return restore_run(config, COMMAND, run_id, "blobs", put_back)
 
 
-def _classes(ctx: Any, name: str) -> Any:
-    from eoctl.ops.reconcile import blob_classes
-
-    return blob_classes(ctx, name)
-
-
-def _class_expr(scope: Any, records: Any, dialect: Any, name: str) -> Any:
+def _classes(scope: Any, records: Any, dialect: Any, name: str) -> Any:
     from eoctl.expr.reconcile import blob_classes
 
     return blob_classes(scope, records, dialect, name)
 
 
-KIND = GcKind(COMMAND, "blobs", "name", _classes, _class_expr, ("size", "modified", "reason", "intents"),
+KIND = GcKind(COMMAND, "blobs", "name", _classes, ("size", "modified", "reason", "intents"),
               _quarantine_batch, finish_leftovers, purge)
 
 

@@ -17,7 +17,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config
-from eoctl.ops.common import GcKind, GcOptions, GcResult, RestoreResult, Tally, chunks, restore_run, run_gc
+from eoctl.ops.common import (
+    GcKind,
+    GcOptions,
+    GcResult,
+    RestoreResult,
+    Tally,
+    chunks,
+    restore_run,
+    run_gc,
+)
 from eoctl.ops.journal import (
     JOURNAL_EXTRA,
     intents_naming,
@@ -121,19 +130,13 @@ def restore(config: Config, run_id: str) -> RestoreResult:
         for t in StoreLayout(config).distinct_tables("tokens")))
 
 
-def _classes(ctx: Any, name: str) -> Any:
-    from eoctl.ops.reconcile import token_classes
-
-    return token_classes(ctx, name)
-
-
-def _class_expr(scope: Any, records: Any, dialect: Any, name: str) -> Any:
+def _classes(scope: Any, records: Any, dialect: Any, name: str) -> Any:
     from eoctl.expr.reconcile import token_classes
 
     return token_classes(scope, records, dialect, name)
 
 
-KIND = GcKind(COMMAND, "tokens", "token_id", _classes, _class_expr,
+KIND = GcKind(COMMAND, "tokens", "token_id", _classes,
               ("message_id", "created_at", "reason", "intents"), _delete_batch, finish_leftovers, purge)
 
 

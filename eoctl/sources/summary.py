@@ -67,11 +67,11 @@ def _summary(endpoint: str, source, partitions: list[PartitionSummary]) -> Input
 
 def summarize_input_duckdb(config: Config, endpoint: str, ranges: list[OffsetRange] | None = None) -> InputSummary:
     """The same summary on the DuckDB engine (eoctl.expr.summary), in process."""
-    from eoctl.checks.context import AuditOptions
     from eoctl.engine.duckdb import build_working_copy, connect
     from eoctl.expr import Dialect, compile_sql
     from eoctl.expr.records import commits_table, protocol_table
     from eoctl.expr.summary import partition_stats
+    from eoctl.options import AuditOptions
 
     source = _input_of(config, endpoint)
     committed = input_committed_offsets(config, source)

@@ -72,8 +72,8 @@ def test_bad_engine_choices_are_usage_errors(args: list[str], message: str) -> N
 @pytest.mark.integration
 def test_bad_evidence_becomes_eo105_never_a_crash(spark, tmp_path: Path) -> None:
     from eoctl.audit import run_audit, select_codes
-    from eoctl.checks.context import AuditOptions
     from eoctl.config import load_config
+    from eoctl.options import AuditOptions
     from eoctl.sources.records import record_schema
 
     ts = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)

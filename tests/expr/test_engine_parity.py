@@ -50,10 +50,11 @@ def _both_planned(spark, config_path) -> tuple[dict, dict]:
 
 
 def _both_reconciled(spark, config) -> tuple[tuple, tuple]:
-    from eoctl.ops.reconcile import run_reconcile, run_reconcile_duckdb
+    from eoctl.ops.reconcile import run_reconcile
 
     args = {"grace": dt.timedelta(hours=1), "now": settled().now, "evidence_rows": 100_000}
-    return _classes(run_reconcile(spark, config, **args)), _classes(run_reconcile_duckdb(config, **args))
+    on_duckdb = config.model_copy(update={"engine": config.engine.model_copy(update={"kind": "duckdb"})})
+    return _classes(run_reconcile(spark, config, **args)), _classes(run_reconcile(None, on_duckdb, **args))
 
 
 def test_duckdb_finds_what_spark_finds_on_the_chaos_sample(spark) -> None:

@@ -11,9 +11,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from eoctl.checks.context import AuditOptions
 from eoctl.config import load_config
 from eoctl.config.model import Config
+from eoctl.options import AuditOptions
 from tests.helpers.configs import write_config
 from tests.helpers.servers import REPO
 

@@ -23,7 +23,7 @@ from eoctl.audit import run_audit_duckdb, select_codes
 from eoctl.config import load_config
 from eoctl.ops import gc_tokens
 from eoctl.ops.common import GcOptions
-from eoctl.ops.reconcile import run_reconcile_duckdb
+from eoctl.ops.reconcile import run_reconcile
 from eoctl.ops.replay import ReplayOptions, replay
 from eoctl.report.findings import Severity
 from eoctl.stores.layout import StoreLayout
@@ -59,7 +59,7 @@ def _audit(config):
 
 
 def _plans(config) -> dict[str, object]:
-    reconcile = run_reconcile_duckdb(config, grace=dt.timedelta(0), now=NOW)
+    reconcile = run_reconcile(None, config, grace=dt.timedelta(0), now=NOW)
     gc = gc_tokens.gc_tokens(None, config, GcOptions(grace=dt.timedelta(0), now=NOW))
     stuck = replay(config, ReplayOptions(stuck_after=dt.timedelta(0), now=NOW))
     return {

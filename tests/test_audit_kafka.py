@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from eoctl.audit import run_audit, run_audit_duckdb
-from eoctl.checks.context import AuditOptions
 from eoctl.config import load_config
+from eoctl.options import AuditOptions
 from tests.helpers.configs import live_input_config
 from tests.helpers.kafka_data import commit_group_offsets, produce
 

@@ -1,5 +1,6 @@
-"""EO104 sequence gaps: the bitmap decoding against a plain oracle (Hypothesis), and the
-whole check on an archive whose gaps cross bucket boundaries, skip whole buckets and go negative."""
+"""EO104 sequence gaps (eoctl.expr.topics.sequence_gaps): the expression against a plain oracle
+(Hypothesis) with pending outbox entries holding some missing numbers, and the whole check on an
+archive with long stretches missing and negative numbers, on both engines."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eoctl.audit import run_audit, select_codes
-from eoctl.checks.context import AuditOptions
-from eoctl.checks.topics import _BUCKET_BITS, _buckets, _gaps
+from eoctl.audit import run_audit, run_audit_duckdb, select_codes
 from eoctl.config import load_config
+from eoctl.options import AuditOptions
 from tests.helpers.configs import write_config
 
-BUCKET = 1 << _BUCKET_BITS
+SPAN = 1 << 15
 
 
 def missing_runs(present: set[int]) -> list[tuple[int, int]]:
@@ -28,19 +28,69 @@ def missing_runs(present: set[int]) -> list[tuple[int, int]]:
     return runs
 
 
-numbers = st.lists(st.tuples(st.integers(-3 * BUCKET, 4 * BUCKET), st.integers(1, 3000)), min_size=1, max_size=6).map(
+# runs of numbers: long ones far apart (long stretches missing, negative numbers), short ones close
+# together (gaps short enough for pending entries to hold every number in them)
+_run = st.one_of(st.tuples(st.integers(-3 * SPAN, 4 * SPAN), st.integers(1, 3000)),
+                 st.tuples(st.integers(-40, 120), st.integers(1, 20)))
+numbers = st.lists(_run, min_size=1, max_size=6).map(
     lambda runs: {start + k for start, length in runs for k in range(length)})
 
 
-@pytest.mark.integration
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(by_producer=st.dictionaries(st.sampled_from("pqr"), numbers, min_size=1, max_size=3))
-def test_bitmap_gaps_equal_the_missing_runs(spark, by_producer: dict[str, set[int]]) -> None:
-    """Random runs of numbers, crossing bucket boundaries, skipping whole buckets, negative."""
-    rows = [("e", "t", p, n) for p, ns in by_producer.items() for n in ns]
-    df = spark.createDataFrame(rows, "endpoint string, topic string, producer string, seq long")
-    found = sorted((r.producer, r.missing_from, r.missing_to) for r in _gaps(_buckets(df)).collect())
-    assert found == sorted((p, a, b) for p, ns in by_producer.items() for a, b in missing_runs(ns))
+def _gaps_on_duckdb(config_path: Path, sequences: dict[str, set[int]], held: dict[str, set[int]]) -> list[tuple]:
+    """EO104's expression on DuckDB over `records` of endpoint billing and an `outbox` whose
+    pending entries hold the numbers of `held` (one outgoing message each)."""
+    import duckdb
+    import ibis
+    import pyarrow as pa
+    from ibis.backends.sql.datatypes import DuckDBType
+
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.inputs import STORE_SCHEMAS, Scope
+    from eoctl.expr.records import records_table
+    from eoctl.expr.topics import sequence_gaps
+
+    records = [{"endpoint": "billing", "topic": "t", "partition": 0, "offset": i, "processed": True,
+                "message_id": f"m{i}", "token_id": f"k{i}", "producer": p, "seq": n}
+               for i, (p, n) in enumerate((p, n) for p, ns in sequences.items() for n in sorted(ns))]
+    outbox = [{"ep": "billing", "incoming_message_id": f"in-{p}-{n}", "outgoing": json.dumps([{
+        "message_id": f"out-{p}-{n}", "token_id": f"tok-{p}-{n}", "topic": "t", "key": None,
+        "headers": {"eo-producer": p, "eo-sequence": str(n)}}])} for p, ns in held.items() for n in sorted(ns)]
+    con = duckdb.connect()
+    for name, schema, rows in (("records", records_table().schema(), records),
+                               ("outbox", ibis.schema({"ep": "string", **STORE_SCHEMAS["outbox"]}), outbox)):
+        columns = [f'"{c}"' for c in schema]
+        types = [DuckDBType.to_string(t) for t in schema.values()]
+        con.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in zip(columns, types))})")
+        if rows:
+            given_rows = pa.Table.from_pylist(rows)  # noqa: F841 (read by the statement below)
+            con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM given_rows")
+    scope = Scope(load_config(config_path), AuditOptions(), tables={("billing", "outbox")})
+    sql = compile_sql(sequence_gaps(scope, records_table(), Dialect.duckdb), Dialect.duckdb)
+    return sorted(con.execute(f"SELECT producer, missing_from, missing_to FROM ({sql})").fetchall())
+
+
+@pytest.mark.unit
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(by_producer=st.dictionaries(st.sampled_from("pqr"), numbers, min_size=1, max_size=3), data=st.data())
+def test_gaps_are_the_missing_runs_not_wholly_held_by_pending_entries(tmp_path: Path, by_producer, data) -> None:
+    """Random runs of numbers (long stretches missing, negative numbers); some missing numbers
+    are held by pending entries: a gap is reported unless every number in it is held."""
+    config = write_config(tmp_path, """
+        [endpoints.billing.input]
+        topics = ["t"]
+        archive = "/nowhere"
+    """)
+    held: dict[str, set[int]] = {}
+    for p, ns in by_producer.items():
+        for a, b in missing_runs(ns):
+            choice = data.draw(st.sampled_from(["none", "all", "some"]), label=f"{p} {a}..{b}")
+            if choice == "all" and b - a < 50:
+                held.setdefault(p, set()).update(range(a, b + 1))
+            elif choice == "some":
+                held.setdefault(p, set()).add(a)
+    expected = sorted((p, a, b) for p, ns in by_producer.items() for a, b in missing_runs(ns)
+                      if not set(range(a, b + 1)) <= held.get(p, set()))
+    assert _gaps_on_duckdb(config, by_producer, held) == expected
 
 
 def _record(offset: int, producer: str, seq: int) -> dict:
@@ -51,16 +101,18 @@ def _record(offset: int, producer: str, seq: int) -> dict:
 
 
 @pytest.mark.integration
-def test_gaps_across_buckets_whole_missing_buckets_and_negative_numbers(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_gaps_in_long_sequences_long_missing_stretches_and_negative_numbers(spark, tmp_path: Path,
+                                                                            engine: str) -> None:
     from eoctl.sources.records import record_schema
 
     sequences = {
-        # a gap inside a bucket, one across the boundary at 32768, then whole buckets missing
-        "a": {*range(0, 10), *range(12, BUCKET - 2), BUCKET + 2, 5 * BUCKET + 7},
+        # a short gap, one past 32768, then long stretches missing
+        "a": {*range(0, 10), *range(12, SPAN - 2), SPAN + 2, 5 * SPAN + 7},
         # negative numbers, and a duplicate (same number twice is not a gap)
-        "b": {-BUCKET - 1, -5, -4, -1, 0, 1, 3},
+        "b": {-SPAN - 1, -5, -4, -1, 0, 1, 3},
         # no gap at all
-        "c": set(range(BUCKET - 3, BUCKET + 3)),
+        "c": set(range(SPAN - 3, SPAN + 3)),
     }
     rows = [(p, s) for p, seqs in sequences.items() for s in sorted(seqs)] + [("b", 3)]
     archive = tmp_path / "orders"
@@ -72,7 +124,10 @@ def test_gaps_across_buckets_whole_missing_buckets_and_negative_numbers(spark, t
 topics = ["orders"]
 archive = "{archive}"
 """)
-    report = run_audit(spark, load_config(config), AuditOptions(), ["EO104"])
+    if engine == "spark":
+        report = run_audit(spark, load_config(config), AuditOptions(), ["EO104"])
+    else:
+        report = run_audit_duckdb(load_config(config, overrides={"kind": "duckdb"}), AuditOptions(), ["EO104"])
     found = sorted((e["producer"], e["missing_from"], e["missing_to"]) for f in report.findings for e in f.evidence)
     expected = sorted((p, a, b) for p, seqs in sequences.items() for a, b in missing_runs(seqs))
     assert found == expected

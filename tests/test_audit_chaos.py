@@ -10,8 +10,8 @@ import duckdb
 import pytest
 
 from eoctl.audit import run_audit, run_audit_duckdb, select_codes
-from eoctl.checks.context import AuditOptions
 from eoctl.config import load_config
+from eoctl.options import AuditOptions
 from tests.helpers import ledger_oracle
 from tests.helpers.chaos import CHAOS, live_run, read_ledger, settled
 from tests.helpers.findings import canonical

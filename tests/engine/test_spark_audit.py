@@ -1,4 +1,4 @@
-"""Blob checks (eoctl.checks.blobs) while blobs come and go."""
+"""The Spark engine's inputs (eoctl.engine.spark_audit): blob listings while blobs come and go."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from eoctl.checks.blobs import _list
-from eoctl.checks.context import AuditContext
-from tests.helpers.chaos import recorded_copy, settled
+from eoctl.engine.spark_audit import list_blobs
+from tests.helpers.chaos import recorded_copy
 
 pytestmark = pytest.mark.integration
 
@@ -18,8 +17,7 @@ def test_a_blob_moved_away_after_the_listing_is_gone_not_an_error(spark, tmp_pat
     finds it gone when it reads it. The audit sees the prefix without it (as a listing a moment
     later would) instead of failing."""
     chaos = recorded_copy(tmp_path)
-    ctx = AuditContext(spark, chaos.config, settled())
-    listed = _list(ctx, "billing", with_hash=True)  # Spark lists the prefix here
+    listed = list_blobs(spark, chaos.config.endpoints["billing"].blobs, with_hash=True)  # Spark lists it here
     names = sorted(p.name for p in chaos.blobs.rglob("*") if p.is_file())
     gone = chaos.blobs / names[0]
     gone.unlink()
