@@ -139,6 +139,11 @@ def hash64(value: ir.StringValue, dialect: Dialect) -> ir.IntegerValue:
     return _duckdb_hash(value) if dialect is Dialect.duckdb else _spark_xxhash64(value)
 
 
+@ibis.udf.agg.builtin(name="bit_or")
+def bit_or(value: dt.int64) -> dt.int64:
+    """The bitwise OR of a group's values (both engines' own aggregate; Ibis compiles none for Spark)."""
+
+
 def first_n(values: ir.ArrayValue, n: int, dialect: Dialect) -> ir.ArrayValue:
     """The first `n` elements (Ibis's generic slice is written out at length for Spark)."""
     name = "list_slice" if dialect is Dialect.duckdb else "slice"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import ibis
 from ibis import _
 
-from eoctl.expr.functions import Dialect, hash64
+from eoctl.expr.functions import Dialect, bit_or, hash64
 from eoctl.expr.inputs import Hit, Scope
 from eoctl.expr.outbox import pending_outgoing
 
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     import ibis.expr.types as ir
 
 
-#: numbers per window partition in EO104 (sequence_gaps)
-_BLOCK = 1 << 16
+#: a 32-bit word of EO104's bitmaps with every bit set (sequence_gaps)
+_FULL_WORD = (1 << 32) - 1
 
 
 def _valid(records: ir.Table) -> ir.Table:
@@ -113,20 +113,22 @@ def sequence_gaps(scope: Scope, records: ir.Table, dialect: Dialect) -> ir.Table
     prod = ["endpoint", "topic", "producer"]
     v = _valid(records)
     numbers = v.filter(v.producer.notnull() & v.seq.notnull()).select(*prod, "seq")
-    # A window over a producer's numbers is one partition, which Spark sorts in one task: the
-    # numbers are windowed in blocks of _BLOCK (many partitions, sorted in parallel), and the
-    # gaps between blocks come from each block's lowest and highest number (few rows). Repeated
-    # numbers need no distinct: only the last copy's next number differs from it.
-    numbers = numbers.mutate(_block=numbers.seq // _BLOCK)
-    block = [*prod, "_block"]
-    after = numbers.mutate(_next=numbers.seq.lead().over(group_by=block, order_by=numbers.seq))
-    inner = after.filter(after._next > after.seq + 1).select(*prod, missing_from=after.seq + 1,
-                                                             missing_to=after._next - 1)
-    blocks = numbers.group_by(block).aggregate(_lo=numbers.seq.min(), _hi=numbers.seq.max())
-    blocks = blocks.mutate(_next=blocks._lo.lead().over(group_by=prod, order_by=blocks._block))
-    across = blocks.filter(blocks._next > blocks._hi + 1).select(*prod, missing_from=blocks._hi + 1,
-                                                                 missing_to=blocks._next - 1)
-    gaps = inner.union(across)
+    # Each producer's numbers folded into 32-bit words (a hash aggregate of fixed-width bit_or,
+    # no sort of every number); a full word stands for its first and last number only, others
+    # for the numbers they hold. The gaps of these few numbers are the gaps of all of them, found
+    # by a window over each producer (a window over every number would be one task per producer).
+    words = numbers.group_by([*prod, numbers.seq >> 5]).aggregate(
+        _bits=bit_or(ibis.literal(1, "int32").cast("int64") << (numbers.seq & 31)))
+    words = words.rename(_word=words.columns[3])
+    full = words._bits == _FULL_WORD
+    present = ibis.ifelse(full, ibis.literal([0, 31], type="array<int64>"),
+                          ibis.range(0, 32).cast("array<int64>").filter(lambda i: ((words._bits >> i) & 1) == 1))
+    kept = words.select(*prod, _full=full, _word=words._word, _at=present.unnest())
+    kept = kept.select(*prod, "_full", "_at", seq=kept._word * 32 + kept._at)
+    after = kept.mutate(_next=kept.seq.lead().over(group_by=prod, order_by=kept.seq))
+    # a full word's first number is followed by its last: no gap between them
+    gap = (after._next > after.seq + 1) & ~(after._full & (after._at == 0))
+    gaps = after.filter(gap).select(*prod, missing_from=after.seq + 1, missing_to=after._next - 1).distinct()
     # by producer, not topic: archived topics are often renamed, the producer's name is not
     pending = pending_outgoing(scope, dialect)
     pending = pending.filter(pending.seq.notnull()).select(p_producer=pending.producer, p_seq=pending.seq).distinct()
