@@ -132,7 +132,7 @@ def bench_archive(args: argparse.Namespace) -> int:
         print(f"generated {args.records} records in {time.monotonic() - t:.1f} s", flush=True)
     files = f"{state}/topics/**/*.parquet"
     target = duckdb.sql(f"SELECT decode(list_filter(headers, lambda h: h.key = 'eo-message-id')[-1].value) "
-                        f"FROM read_parquet('{files}') WHERE \"offset\" = {args.records // 20} LIMIT 1").fetchone()[0]
+                        f"FROM read_parquet('{files}') WHERE \"offset\" = {args.records // 20} LIMIT 1").fetchall()[0][0]
     rows = []
     for engine in args.engines.split(","):
         secs, peak, read, copies = trace(state / "eoctl.toml", args.jars, target, ["--full-scan"], engine)

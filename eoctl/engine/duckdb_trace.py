@@ -23,17 +23,17 @@ from eoctl.engine.duckdb import (
 
 if TYPE_CHECKING:
     from eoctl.config.model import Config
-    from eoctl.trace import (
+    from eoctl.trace.model import (
+        Bounds,
         Clause,
         MessageTrace,
         ScanNote,
         SinkRow,
         TraceOptions,
-        _Bounds,
-        _Stores,
     )
+    from eoctl.trace.stores import StoreLookups
 
-#: the columns of a record trace keeps (eoctl.trace._scan's, as the Spark engine gives them)
+#: the columns of a record trace keeps (as eoctl.engine.spark_trace's scan gives them)
 _HIT_COLUMNS = ("topic", "partition", "offset", "timestamp", "committed", "message_id", "token_id", "producer",
                 "sequence", "causation_id", "attempt_id", "blobs", "seq", "problem", "processed")
 _LIMIT = 1000  # sink rows per sink, as on Spark
@@ -50,12 +50,13 @@ class DuckDBTraceReader:
 
     # ---------------------------------------------------------------------------- topics
 
-    def scan(self, config: Config, bounds: _Bounds, committed: dict, clauses: list[Clause],
+    def scan(self, config: Config, bounds: Bounds, committed: dict, clauses: list[Clause],
              purpose: str) -> tuple[list[dict[str, Any]], ScanNote]:
         from eoctl.expr import Dialect, compile_sql
         from eoctl.expr.records import commits_table, protocol_table, working_copy
         from eoctl.options import AuditOptions
-        from eoctl.trace import ScanNote, _kafka_ranges, live_clauses
+        from eoctl.sources.kafka import time_ranges
+        from eoctl.trace.model import ScanNote, live_clauses
 
         inputs, ranges = [], {}
         for name, ep in config.endpoints.items():
@@ -63,7 +64,8 @@ class DuckDBTraceReader:
                 continue
             inputs.append(f"{name} ({', '.join(ep.input.topics)})")
             if ep.input.kafka and (bounds.since or bounds.until):
-                ranges[name] = _kafka_ranges(config, ep, bounds)  # the broker's offsets of those times
+                # the broker's offsets of those times
+                ranges[name] = time_ranges(config.kafka[ep.input.kafka], ep.input.topics, bounds.since, bounds.until)
         full = bounds.since is None and bounds.until is None
         if not inputs:
             return [], ScanNote(purpose, inputs, bounds.why, 0, full)
@@ -96,7 +98,8 @@ class DuckDBTraceReader:
         return self._sinks
 
     def sink_lookup(self, config: Config, column: str, value: str) -> tuple[list[SinkRow], bool]:
-        from eoctl.trace import SinkRow, sink_key_literal
+        from eoctl.trace.model import SinkRow
+        from eoctl.trace.sinks import sink_key_literal
 
         rows: list[SinkRow] = []
         seen_column = False
@@ -119,7 +122,7 @@ class DuckDBTraceReader:
         return f"CAST({_ident(column)} AS VARCHAR) IN ({listed})"
 
     def sink_rows(self, config: Config, message_ids: set[str]) -> tuple[list[SinkRow], dict]:
-        from eoctl.trace import SinkRow
+        from eoctl.trace.model import SinkRow
 
         out: list[SinkRow] = []
         schemas = {}
@@ -133,12 +136,12 @@ class DuckDBTraceReader:
     # --------------------------------------------------------------------------- findings
 
     def scoped_findings(self, config: Config, options: TraceOptions, hits: list[dict[str, Any]], committed: dict,
-                        stores: _Stores, sink_rows: list[SinkRow], sink_schemas: dict,
+                        stores: StoreLookups, sink_rows: list[SinkRow], sink_schemas: dict,
                         messages: list[MessageTrace]) -> list[dict[str, Any]]:
         return message_findings(config, options, hits, stores, sink_rows, sink_schemas, messages)
 
 
-def message_findings(config: Config, options: TraceOptions, hits: list[dict[str, Any]], stores: _Stores,
+def message_findings(config: Config, options: TraceOptions, hits: list[dict[str, Any]], stores: StoreLookups,
                      sink_rows: list[SinkRow], sink_schemas: dict, messages: list[MessageTrace]) -> list[dict[str, Any]]:
     """The catalog's message-scoped findings (CodeInfo.message_scoped) over the rows trace gathered,
     on either engine: the checks of eoctl.expr.catalog run by an in-process DuckDB over tables

@@ -230,3 +230,30 @@ def hanging_partitions(conn: KafkaConnection, topics: list[str], now: dt.datetim
             rows.append((p.topic, p.partition, p.last_stable, p.high_watermark,
                          since.replace(tzinfo=None), int(age.total_seconds())))
     return rows
+
+
+def time_ranges(conn: KafkaConnection, topics: list[str], since: dt.datetime | None,
+                until: dt.datetime | None) -> list[OffsetRange]:
+    """Offset ranges of the topics' partitions between two times (None: the log start, the end),
+    asked of the broker: a reader then reads only that slice of each partition."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    offsets = {(p.topic, p.partition): p for p in partition_offsets(conn, topics)}
+    client = admin(conn)
+
+    def at(when: dt.datetime | None, default: str) -> dict[tuple[str, int], int]:
+        if when is None:
+            return {k: (p.log_start if default == "start" else LATEST) for k, p in offsets.items()}
+        ms = int(when.timestamp() * 1000)
+        futures = client.list_offsets({TopicPartition(t, p): OffsetSpec.for_timestamp(ms) for t, p in offsets},
+                                      request_timeout=conn.timeout_seconds)
+        out = {}
+        for tp, f in futures.items():
+            found = f.result().offset  # -1: no record at or after that time
+            out[(tp.topic, tp.partition)] = found if found >= 0 else offsets[(tp.topic, tp.partition)].high_watermark
+        return out
+
+    start, end = at(since, "start"), at(until, "end")
+    return [OffsetRange(t, p, start[(t, p)], end[(t, p)]) for t, p in sorted(offsets)
+            if end[(t, p)] == LATEST or start[(t, p)] < end[(t, p)]]

@@ -6,7 +6,7 @@
 - a store without intents tables: the audit runs with the same findings (less the register-cleanup
   evidence) and says so; gc collects orphans by age past the grace period only;
 - on each shared layout, trace shows every message exactly the findings the audit names it in
-  (on PostgreSQL: the shared layout's reads are the same SQL on DuckDB, and tests/test_trace.py
+  (on PostgreSQL: the shared layout's reads are the same SQL on DuckDB, and tests/trace/test_chaos_verdicts.py
   holds trace to the audit on the sample as recorded, a DuckDB schema per endpoint).
 """
 

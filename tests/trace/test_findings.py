@@ -1,7 +1,7 @@
 """trace and the audit agree on a generated state: the findings trace reports on a message come from
 the catalog's own checks (eoctl.expr.catalog), so every message a finding names shows that
 finding in its trace, trace names no finding the audit does not, and no message with a critical
-finding gets a verdict that needs no action. (The same on the chaos sample: tests/test_trace.py.)"""
+finding gets a verdict that needs no action. (The same on the chaos sample: tests/trace/test_chaos_verdicts.py.)"""
 
 from __future__ import annotations
 

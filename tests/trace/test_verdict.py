@@ -6,7 +6,8 @@ from __future__ import annotations
 import datetime as dt
 
 from eoctl.report.findings import CATALOG, Severity
-from eoctl.trace import VERDICT_OF, Copy, Entry, MessageTrace, SinkRow, TokenRow, Verdict, _verdict
+from eoctl.trace import Copy, Entry, MessageTrace, SinkRow, TokenRow, Verdict
+from eoctl.trace.verdict import VERDICT_OF, decide_verdict
 
 NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -20,7 +21,7 @@ def _verdict_of(*codes: str, **parts) -> tuple[Verdict, list[str]]:
     """The verdict of a message with these facts and findings of `codes` (the checks' output,
     here made by hand: the rules that map one to the other are what is tested)."""
     findings = parts.pop("findings", [_finding(code) for code in codes])
-    return _verdict(MessageTrace("m1", Verdict.not_found, [], findings=findings, **parts), [])
+    return decide_verdict(MessageTrace("m1", Verdict.not_found, [], findings=findings, **parts), [])
 
 
 def _finding(code: str, **evidence) -> dict:

@@ -44,7 +44,7 @@ def _trace(spark, chaos: ChaosRun, message_id: str):
 
 
 def _trace_many(spark, chaos: ChaosRun, message_ids: list[str]) -> dict:
-    """Several messages traced in one pass (each gets what it would alone: tests/test_trace_findings.py)."""
+    """Several messages traced in one pass (each gets what it would alone: tests/trace/test_findings.py)."""
     result = run_trace(spark, chaos.config, Lookup("message_id", message_ids[0], values=message_ids),
                        TraceOptions(**SETTLED))
     assert sorted(m.message_id for m in result.messages) == sorted(set(message_ids))
@@ -204,7 +204,7 @@ def test_verdict_double_apply(spark, chaos) -> None:
 def test_trace_agrees_with_the_audit(spark, chaos, audited) -> None:
     """Every message the audit's findings name, traced in one pass: trace shows each finding that
     names it and no other, and no message with a critical finding gets a verdict that needs no
-    action (a generated state: tests/test_trace_findings.py)."""
+    action (a generated state: tests/trace/test_findings.py)."""
     from tests.helpers.trace_agreement import assert_agree, named_messages, trace_all
 
     now, report = audited

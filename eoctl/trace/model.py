@@ -1,0 +1,226 @@
+"""What `eoctl trace` finds, as typed results: the lookup, the rows of each kind, a message's trace
+and the whole result (rendered by eoctl.report.trace, serialized by TraceResult.to_dict)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Verdict(str, Enum):
+    processed_once = "processed once"
+    processed_twice = "processed twice"
+    will_be_processed_twice = "will be processed twice"
+    in_flight = "in flight"
+    lost = "lost"
+    ghost = "ghost"
+    never_sent = "never sent"
+    not_found = "not found"
+
+    @property
+    def bad(self) -> bool:
+        """A verdict an operator must act on (exit code 1)."""
+        return self in (Verdict.processed_twice, Verdict.will_be_processed_twice, Verdict.lost, Verdict.ghost,
+                        Verdict.not_found)
+
+
+@dataclass
+class Lookup:
+    kind: str  # message_id | token_id | sink
+    value: str
+    column: str | None = None  # for a sink lookup
+    #: every id looked up (message and token lookups may name several, traced in one pass); value
+    #: is the first
+    values: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            self.values = [self.value]
+
+
+@dataclass
+class TraceOptions:
+    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc))
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    window: dt.timedelta = dt.timedelta(hours=24)
+    full_scan: bool = False
+    stuck_after: dt.timedelta = dt.timedelta(minutes=15)
+    grace: dt.timedelta = dt.timedelta(hours=24)
+
+
+@dataclass
+class Copy:
+    consumer: str  # the endpoint whose input carries it
+    topic: str
+    partition: int
+    offset: int
+    timestamp: Any
+    token_id: str | None
+    producer: str | None
+    sequence: str | None
+    causation_id: str | None
+    attempt_id: str | None
+    blobs: str | None
+    processed: bool
+    committed_offset: int | None
+    token_present: bool | None = None  # in the consumer's token store; None when it has none
+
+
+@dataclass
+class TokenRow:
+    endpoint: str  # whose token store
+    token_id: str
+    message_id: str | None
+    destination: str | None
+    attempt_id: str | None
+    created_at: Any
+
+
+@dataclass
+class Entry:
+    endpoint: str
+    incoming_message_id: str
+    incoming_token_id: str | None
+    attempt_id: str | None
+    tokens_committed_at: Any
+    created_at: Any
+    outgoing: list[dict[str, Any]]
+    age_seconds: int | None = None
+
+
+@dataclass
+class Intent:
+    endpoint: str
+    intent_id: str
+    incoming_message_id: str | None
+    attempt_id: str | None
+    kind: str | None
+    ref: str | None
+    created_at: Any
+
+
+@dataclass
+class Blob:
+    producer: str
+    name: str
+    expected_sha256: str | None
+    present: bool | None  # None: the producer has no blob prefix configured
+    sha256_ok: bool | None
+    error: str | None = None
+    registered_only: bool = False  # named by an intent of its processing, published by no copy
+    size: int | None = None
+    modified: Any = None
+    actual_sha256: str | None = None
+
+
+@dataclass
+class SinkRow:
+    endpoint: str
+    sink: str
+    row: dict[str, Any]
+
+
+@dataclass
+class Event:
+    at: Any
+    what: str
+
+
+@dataclass
+class MessageTrace:
+    message_id: str
+    verdict: Verdict
+    reasons: list[str]
+    copies: list[Copy] = field(default_factory=list)
+    tokens: list[TokenRow] = field(default_factory=list)
+    emitted_by: Entry | None = None  # the sender's pending entry that holds it
+    caused_entries: list[Entry] = field(default_factory=list)  # pending entries processing it
+    caused_messages: list[dict[str, Any]] = field(default_factory=list)  # records it caused
+    intents: list[Intent] = field(default_factory=list)
+    blobs: list[Blob] = field(default_factory=list)
+    sink_rows: list[SinkRow] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)  # what trace sees, by code
+    recorded_findings: list[dict[str, Any]] = field(default_factory=list)  # from the last audit
+    timeline: list[Event] = field(default_factory=list)
+
+
+@dataclass
+class ScanNote:
+    """How one pass read the topics: the bounds it used and how many records it read."""
+
+    purpose: str
+    inputs: list[str]
+    bounds: str
+    records_read: int
+    full: bool
+
+
+@dataclass
+class TraceResult:
+    lookup: Lookup
+    messages: list[MessageTrace]
+    scans: list[ScanNote]
+    notes: list[str]
+    history_run: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        def clean(value: Any) -> Any:
+            if isinstance(value, Enum):
+                return value.value
+            if isinstance(value, dict):
+                return {k: clean(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [clean(v) for v in value]
+            if isinstance(value, (dt.datetime, dt.date)):
+                return value.isoformat()
+            if isinstance(value, (bytes, bytearray)):
+                return value.decode("utf-8", "replace")
+            return value
+
+        return clean({"schema": "eoctl.trace/v1", **asdict(self)})
+
+    def worst_is_bad(self) -> bool:
+        return not self.messages or any(m.verdict.bad for m in self.messages)
+
+
+@dataclass
+class Bounds:
+    """The time span a scan of the topics reads, and why (said in the output)."""
+
+    since: dt.datetime | None
+    until: dt.datetime | None
+    why: str
+
+
+#: one condition of a scan: protocol column -> accepted values, all of them (AND); a scan keeps
+#: the records that meet any of its conditions (OR)
+Clause = dict[str, set[str]]
+
+
+def live_clauses(clauses: list[Clause]) -> list[Clause]:
+    """The clauses that can match: a clause with an empty value set matches nothing."""
+    return [c for c in clauses if c and all(c.values())]
+
+
+def utc(value: Any) -> Any:
+    """A time as an aware UTC datetime (stores and readers give naive UTC or aware times)."""
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+    return value
+
+
+def position(c: Copy) -> str:
+    return f"{c.topic}/{c.partition}@{c.offset}"
+
+
+def age_text(seconds: int | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds >= 86400 and seconds % 86400 == 0:
+        return f"{seconds // 86400}d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds // 60}m" if seconds >= 60 else f"{seconds}s"

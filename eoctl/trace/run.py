@@ -1,0 +1,270 @@
+"""One trace: the stores first (they date the message and name more ids), then at most two scans of
+the topics through the engine's TraceReader, the sinks, the blobs, the catalog's findings on the
+message and its verdict. Everything here is engine-free; a reader is eoctl.engine.spark_trace's
+or eoctl.engine.duckdb_trace's."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import TYPE_CHECKING, Any, Protocol
+
+from eoctl.config.model import Config
+from eoctl.report.findings import names_message
+from eoctl.trace.blobs import blob_refs, check_blob
+from eoctl.trace.model import (
+    Bounds,
+    Clause,
+    Copy,
+    Entry,
+    Intent,
+    Lookup,
+    MessageTrace,
+    ScanNote,
+    SinkRow,
+    TokenRow,
+    TraceOptions,
+    TraceResult,
+    Verdict,
+    age_text,
+    utc,
+)
+from eoctl.trace.sinks import find_by_sink_key, sink_config
+from eoctl.trace.stores import StoreLookups
+from eoctl.trace.timeline import timeline
+from eoctl.trace.verdict import decide_verdict
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# A producer's clock (record CreateTime) and the store's clock may disagree by this much.
+_CLOCK_SKEW = dt.timedelta(minutes=15)
+
+
+class TraceReader(Protocol):
+    """What trace asks of an engine: scans of the inputs, sink lookups, and the catalog's
+    message-scoped checks over the rows gathered. Everything else is engine-free."""
+
+    def scan(self, config: Config, bounds: Bounds, committed: dict[str, dict[str, dict[int, int]]],
+             clauses: list[Clause], purpose: str) -> tuple[list[dict[str, Any]], ScanNote]: ...
+
+    def sink_lookup(self, config: Config, column: str, value: str) -> tuple[list[SinkRow], bool]:
+        """The sink rows (at most 1,000 per sink) whose `column` equals `value`, and whether any
+        sink has that column."""
+
+    def sink_rows(self, config: Config, message_ids: set[str]) -> tuple[list[SinkRow], dict]: ...
+
+    def scoped_findings(self, config: Config, options: TraceOptions, hits: list[dict[str, Any]], committed: dict,
+                        stores: StoreLookups, sink_rows: list[SinkRow], sink_schemas: dict,
+                        messages: list[MessageTrace]) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+def run_trace(spark: SparkSession | None, config: Config, lookup: Lookup,
+              options: TraceOptions | None = None) -> TraceResult:
+    """Trace `lookup` on the Spark engine (`spark`), or on the DuckDB engine (None)."""
+    if spark is not None:
+        from eoctl.engine.spark_trace import SparkTraceReader
+
+        return _run_trace(SparkTraceReader(spark), config, lookup, options)
+    from eoctl.engine.duckdb_trace import DuckDBTraceReader
+
+    reader = DuckDBTraceReader(config)
+    try:
+        return _run_trace(reader, config, lookup, options)
+    finally:
+        reader.close()
+
+
+def _run_trace(reader: TraceReader, config: Config, lookup: Lookup, options: TraceOptions | None) -> TraceResult:
+    from eoctl.sources import input_committed_offsets
+
+    options = options or TraceOptions()
+    stores = StoreLookups(config)
+    notes: list[str] = stores.layout.notes()
+    sink_hits: list[SinkRow] = []
+    ids: set[str] = set()
+    token_ids: set[str] = set()
+    if lookup.kind == "message_id":
+        ids = set(lookup.values)
+    elif lookup.kind == "token_id":
+        token_ids = set(lookup.values)
+    else:
+        assert lookup.column is not None
+        ids, sink_hits = find_by_sink_key(reader, config, lookup.column, lookup.value)
+        if not ids:
+            notes.append(f"no sink row has {lookup.column} = {lookup.value!r}")
+
+    # what the stores know first: it dates the message and names more ids
+    tokens = stores.tokens(message_ids=ids, token_ids=token_ids)
+    ids |= {t.message_id for t in tokens if t.message_id and t.token_id in token_ids}
+    entries = stores.entries(incoming=ids, outgoing=ids, tokens=token_ids)
+    for e in entries:
+        ids |= {m["message_id"] for m in e.outgoing if m.get("token_id") in token_ids and m.get("message_id")}
+    if not ids and not token_ids:
+        return TraceResult(lookup, [], [], notes)
+
+    committed = {n: input_committed_offsets(config, ep.input) for n, ep in config.endpoints.items() if ep.input}
+    bounds = _auto_bounds(options, tokens, entries, ids)
+    scans: list[ScanNote] = []
+    searched = set(ids)
+    # the stores' tokens of the message too: a record carrying one is what keeps it from being an orphan
+    hits, note = reader.scan(config, bounds, committed,
+                       [{"message_id": ids}, {"token_id": token_ids | {t.token_id for t in tokens}},
+                        {"causation_id": ids}],
+                       "copies of the message and the messages it caused")
+    scans.append(note)
+    ids |= {h["message_id"] for h in hits if h["token_id"] in token_ids and h["message_id"]}
+
+    # second pass, within --window of the copies: copies of ids a token revealed, every attempt that
+    # answered the same incoming message (EO302), and the records sharing a copy's (producer,
+    # sequence) (EO103)
+    new_ids = ids - searched
+    mine = [h for h in hits if h["message_id"] in ids]
+    parents = {(h["producer"], h["causation_id"]) for h in mine if h["producer"] and h["causation_id"]}
+    sequences = {(h["producer"], h["sequence"]) for h in mine if h["producer"] and h["sequence"]}
+    if new_ids or parents or sequences:
+        times = [utc(h["timestamp"]) for h in mine if h["timestamp"] is not None]
+        if options.since or options.until or options.full_scan or not times:
+            second = bounds
+        else:
+            second = Bounds(min(times) - options.window, max(times) + options.window,
+                             f"within --window {age_text(int(options.window.total_seconds()))} of the copies")
+        clauses: list[Clause] = [{"message_id": new_ids}, {"causation_id": new_ids},
+                                 {"causation_id": {c for _, c in parents}, "producer": {p for p, _ in parents}}]
+        clauses += [{"producer": {p}, "sequence": {q}} for p, q in sorted(sequences)]
+        more, note = reader.scan(config, second, committed, clauses,
+                           "other attempts for the same incoming message, records of the same sequence"
+                           + (", copies by token" if new_ids else ""))
+        scans.append(note)
+        seen = {_where(h) for h in hits}
+        hits += [h for h in more if _where(h) not in seen]
+
+    all_tokens = {h["token_id"] for h in hits if h["message_id"] in ids and h["token_id"]} | token_ids
+    tokens = stores.tokens(message_ids=ids, token_ids=all_tokens)
+    causes = {h["causation_id"] for h in hits if h["message_id"] in ids and h["causation_id"]}
+    entries = stores.entries(incoming=ids | causes, outgoing=ids, tokens=token_ids)
+    blob_uris = {r["uri"] for h in hits if h["message_id"] in ids for r in blob_refs(h["blobs"])}
+    intents = stores.intents(incoming=ids, refs=all_tokens | {t.token_id for t in tokens} | blob_uris)
+    registered = {i.ref for i in intents if i.kind == "token" and i.ref} - all_tokens
+    if registered:  # tokens an attempt processing the message made: present ones are its garbage
+        tokens += stores.tokens(message_ids=set(), token_ids=registered)
+    sink_rows, sink_schemas = reader.sink_rows(config, ids)
+    for row in sink_hits:
+        if row not in sink_rows:
+            sink_rows.append(row)
+
+    messages = [_assemble(config, options, m, hits, tokens, entries, intents, sink_rows) for m in sorted(ids)]
+    found = [] if not messages else reader.scoped_findings(config, options, hits, committed, stores, sink_rows,
+                                                           sink_schemas, messages)
+    for m in messages:
+        m.findings = [f for f in found if m.message_id in names_message(f["code"], f["evidence"])]
+        m.verdict, m.reasons = decide_verdict(m, hits)
+        m.timeline = timeline(m)
+    history_run = _attach_recorded_findings(config, messages, notes)
+    return TraceResult(lookup, messages, scans, notes, history_run)
+
+
+def _where(h: dict[str, Any]) -> tuple:
+    """A record as one consumer reads it (two endpoints may read one topic)."""
+    return h["consumer"], h["topic"], h["partition"], h["offset"]
+
+
+def _copy(h: dict[str, Any]) -> Copy:
+    return Copy(h["consumer"], h["topic"], h["partition"], h["offset"], utc(h["timestamp"]), h["token_id"],
+                h["producer"], h["sequence"], h["causation_id"], h["attempt_id"], h["blobs"], h["processed"],
+                h.get("committed"))
+
+
+def _auto_bounds(options: TraceOptions, tokens: list[TokenRow], entries: list[Entry], ids: set[str]) -> Bounds:
+    if options.since or options.until:
+        return Bounds(options.since, options.until, "from --since/--until")
+    if options.full_scan:
+        return Bounds(None, None, "full scan (--full-scan)")
+    # Tokens of a message and the entry holding it are made before any copy is sent.
+    known = [t.created_at for t in tokens if t.message_id in ids and isinstance(t.created_at, dt.datetime)]
+    known += [e.created_at for e in entries if isinstance(e.created_at, dt.datetime)
+              and any(m.get("message_id") in ids for m in e.outgoing)]
+    if not known:
+        return Bounds(None, None, "full scan: nothing in the stores dates this message (give --since to narrow)")
+    start = min(known) - options.window - _CLOCK_SKEW
+    window = age_text(int(options.window.total_seconds()))
+    return Bounds(start, None, f"from {start.isoformat(timespec='seconds')}: the stores' first sign of the "
+                                f"message less --window {window} (--full-scan reads everything)")
+
+
+def _assemble(config: Config, options: TraceOptions, message_id: str, hits: list[dict[str, Any]],
+              tokens: list[TokenRow], entries: list[Entry], intents: list[Intent],
+              sink_rows: list[SinkRow]) -> MessageTrace:
+    """What trace found of one message: its copies, store rows, blobs and sink rows (no verdict yet)."""
+    copies = sorted((_copy(h) for h in hits if h["message_id"] == message_id),
+                    key=lambda c: (c.timestamp or dt.datetime.min.replace(tzinfo=dt.timezone.utc), c.topic,
+                                   c.partition, c.offset))
+    present = {(t.endpoint, t.token_id) for t in tokens}
+    for c in copies:
+        ep = config.endpoints[c.consumer]
+        c.token_present = (c.consumer, c.token_id) in present if ep.store_of(ep.tokens) else None
+    registered = {i.ref for i in intents if i.incoming_message_id == message_id and i.kind == "token"}
+    my_tokens = [t for t in tokens if t.message_id == message_id or t.token_id in {c.token_id for c in copies}
+                 or t.token_id in registered]
+    emitted_by = next((e for e in entries if any(m.get("message_id") == message_id for m in e.outgoing)), None)
+    caused_entries = [e for e in entries if e.incoming_message_id == message_id]
+    for e in entries:
+        if e is not None and isinstance(e.created_at, dt.datetime):
+            e.age_seconds = int((options.now - e.created_at).total_seconds())
+    caused: dict[tuple, dict[str, Any]] = {}
+    for h in hits:
+        if h["causation_id"] == message_id:
+            k = (h["message_id"], h["topic"], h["attempt_id"])
+            caused.setdefault(k, {"message_id": h["message_id"], "topic": h["topic"], "producer": h["producer"],
+                                  "attempt_id": h["attempt_id"], "copies": 0})["copies"] += 1
+    named = {(c.producer, r["uri"]): r.get("sha256") for c in copies for r in blob_refs(c.blobs)}
+    if emitted_by is not None:
+        for m in emitted_by.outgoing:
+            if m.get("message_id") == message_id:
+                header = (m.get("headers") or {}).get(config.protocol.headers.blobs)
+                for r in blob_refs(header):
+                    named.setdefault((emitted_by.endpoint, r["uri"]), r.get("sha256"))
+    blobs = [check_blob(config, p, uri, sha) for (p, uri), sha in sorted(named.items(), key=str)]
+    published = {b.name for b in blobs}
+    # what its processing published: blobs on the messages it caused, sent or still pending
+    published |= {r["uri"] for h in hits if h["causation_id"] == message_id for r in blob_refs(h["blobs"])}
+    published |= {r["uri"] for e in caused_entries for m in e.outgoing
+                  for r in blob_refs((m.get("headers") or {}).get(config.protocol.headers.blobs))}
+    for i in intents:  # blobs an attempt processing the message prepared and nothing publishes
+        if i.incoming_message_id == message_id and i.kind == "blob" and i.ref and i.ref not in published:
+            blob = check_blob(config, i.endpoint, i.ref, None)
+            blob.registered_only = True
+            blobs.append(blob)
+            published.add(blob.name)
+    mine = {t.token_id for t in my_tokens} | {c.token_id for c in copies if c.token_id} | {b.name for b in blobs}
+    my_intents = [i for i in intents if i.incoming_message_id == message_id or i.ref in mine]
+    my_sink = [s for s in sink_rows
+               if str(s.row.get(sink_config(config, s).message_id_column)) == message_id]
+    return MessageTrace(message_id, Verdict.not_found, [], copies, my_tokens, emitted_by, caused_entries,
+                        sorted(caused.values(), key=lambda x: (x["topic"], x["message_id"])), my_intents, blobs,
+                        my_sink)
+
+
+#: what a critical finding on a message makes of it, first match wins (held complete by a unit test:
+
+def _attach_recorded_findings(config: Config, messages: list[MessageTrace], notes: list[str]) -> str | None:
+    """Findings of the last recorded audit whose evidence names the message, its tokens or blobs."""
+    from eoctl import history
+    from eoctl.errors import EoctlError
+
+    try:
+        run, rows = history.evidence_of_last_run(config)
+    except EoctlError as exc:
+        notes.append(f"no recorded audit to compare with ({exc.one_line()})")
+        return None
+    texts = [(code, ep, row, json.dumps(row, default=str)) for code, ep, row in rows]
+    for m in messages:
+        needles = {m.message_id, *(c.token_id for c in m.copies if c.token_id), *(t.token_id for t in m.tokens),
+                   *(b.name for b in m.blobs)}
+        holder = m.emitted_by.incoming_message_id if m.emitted_by else None  # EO301 names the entry
+        m.recorded_findings = [{"code": code, "endpoint": ep, "evidence": row} for code, ep, row, text in texts
+                               if any(n and n in text for n in needles)
+                               or (code == "EO301" and row.get("incoming_message_id") == holder)]
+    return run

@@ -1,0 +1,121 @@
+"""Indexed lookups of one message in the stores (tokens, pending outbox entries, intents), read
+straight from each store (no engine): a message has a handful of rows."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+from eoctl.config.model import Config
+from eoctl.sources.tables import quote_ident
+from eoctl.stores.db import in_list, open_db
+from eoctl.stores.layout import EndpointTable, StoreLayout
+from eoctl.trace.model import Entry, Intent, TokenRow, utc
+
+
+def _any_in(*conditions: tuple[str, set[str]]) -> tuple[list[str], list[str]]:
+    """SQL conditions `column in (...)` (compared as text) for the non-empty value sets, and their
+    parameters; the caller joins them with `or`."""
+    where: list[str] = []
+    params: list[str] = []
+    for column, values in conditions:
+        if values:
+            where.append(f"cast({quote_ident(column)} as varchar) in {in_list(sorted(values))}")
+            params += sorted(values)
+    return where, params
+
+
+class StoreLookups:
+    """Indexed lookups in every endpoint's tokens, outbox and intents tables (read-only); in a
+    table several endpoints share, each endpoint's own rows (eoctl.stores.layout)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.layout = StoreLayout(config)
+        #: (endpoint, kind) -> primary key -> the row by canonical column: every store row trace
+        #: read, for the checks' scope
+        self.rows: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+
+    def _keep(self, t: EndpointTable, key: str, **row: Any) -> None:
+        self.rows.setdefault((t.endpoint, t.kind), {})[key] = row
+
+    def _query(self, key: str, build) -> list[tuple[EndpointTable, tuple]]:
+        out: list[tuple[EndpointTable, tuple]] = []
+        for name in self.config.endpoints:
+            t = self.layout.lookup(name, key)
+            if not isinstance(t, EndpointTable):  # trace reads what there is; doctor names a missing table
+                continue
+            owned, owner = t.owned()
+            with open_db(t.store, read_only=True) as db:
+                sql, params = build(db.table(t.table), SimpleNamespace(**t.columns))
+                out += [(t, row) for row in db.execute(sql + owned, [*params, *owner])]
+        return out
+
+    def tokens(self, *, message_ids: set[str], token_ids: set[str]) -> list[TokenRow]:
+        if not message_ids and not token_ids:
+            return []
+
+        def build(table: str, c) -> tuple[str, list]:
+            q = quote_ident
+            where, params = _any_in((c.message_id, message_ids), (c.token_id, token_ids))
+            return (f"select cast({q(c.token_id)} as varchar), cast({q(c.message_id)} as varchar), "
+                    f"cast({q(c.attempt_id)} as varchar), {q(c.created_at)} from {table} "
+                    f"where ({' or '.join(where)})", params)
+
+        out = []
+        for t, (tid, m, a, c) in self._query("tokens", build):
+            self._keep(t, tid, token_id=tid, message_id=m, destination=t.owner, attempt_id=a, created_at=utc(c))
+            out.append(TokenRow(t.endpoint, tid, m, t.owner, a, utc(c)))
+        return out
+
+    def entries(self, *, incoming: set[str], outgoing: set[str], tokens: set[str]) -> list[Entry]:
+        """Pending entries processing one of `incoming`, or holding one of `outgoing` (message
+        ids) or `tokens` (token ids) among their outgoing messages."""
+        needles = sorted(outgoing | tokens)
+        if not incoming and not needles:
+            return []
+
+        def build(table: str, c) -> tuple[str, list]:
+            q = quote_ident
+            where, params = _any_in((c.incoming_message_id, incoming))
+            for needle in needles:  # outgoing is JSON text: a LIKE narrows, the parse below decides
+                where.append(f"cast({q(c.outgoing)} as varchar) like %s")
+                params.append(f"%{needle}%")
+            return (f"select cast({q(c.incoming_message_id)} as varchar), cast({q(c.incoming_token_id)} as varchar), "
+                    f"cast({q(c.attempt_id)} as varchar), {q(c.tokens_committed_at)}, {q(c.created_at)}, "
+                    f"cast({q(c.outgoing)} as varchar) from {table} where ({' or '.join(where)})", params)
+
+        out = []
+        for table, (m, t, a, committed, created, outgoing_json) in self._query("outbox", build):
+            try:
+                messages = json.loads(outgoing_json) if outgoing_json else []
+            except ValueError:
+                messages = []
+            if not isinstance(messages, list):
+                messages = []
+            messages = [x for x in messages if isinstance(x, dict)]
+            holds = any(x.get("message_id") in outgoing or x.get("token_id") in tokens for x in messages)
+            if m in incoming or holds:
+                self._keep(table, m, endpoint=table.owner, incoming_message_id=m, incoming_token_id=t, attempt_id=a,
+                           outgoing=outgoing_json, tokens_committed_at=utc(committed), created_at=utc(created))
+                out.append(Entry(table.endpoint, m, t, a, utc(committed), utc(created), messages))
+        return out
+
+    def intents(self, *, incoming: set[str], refs: set[str]) -> list[Intent]:
+        if not incoming and not refs:
+            return []
+
+        def build(table: str, c) -> tuple[str, list]:
+            q = quote_ident
+            where, params = _any_in((c.incoming_message_id, incoming), (c.ref, refs))
+            return (f"select cast({q(c.intent_id)} as varchar), cast({q(c.incoming_message_id)} as varchar), "
+                    f"cast({q(c.attempt_id)} as varchar), {q(c.kind)}, cast({q(c.ref)} as varchar), "
+                    f"{q(c.created_at)} from {table} where ({' or '.join(where)})", params)
+
+        out = []
+        for t, (i, m, a, k, r, c) in self._query("intents", build):
+            self._keep(t, i, intent_id=i, endpoint=t.owner, incoming_message_id=m, attempt_id=a, kind=k, ref=r,
+                       created_at=utc(c))
+            out.append(Intent(t.endpoint, i, m, a, k, r, utc(c)))
+        return out

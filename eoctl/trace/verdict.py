@@ -1,0 +1,125 @@
+"""A message's verdict: it follows the catalog's findings that name the message (VERDICT_OF);
+the facts trace gathered only refine it (processed twice or about to be) and say why in words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eoctl.trace.model import Entry, MessageTrace, Verdict, age_text, position
+
+#: what a critical finding on a message makes of it, first match wins (held complete by a unit test:
+#: no message with a critical finding gets a verdict that is not bad)
+VERDICT_OF = {
+    "EO302": Verdict.ghost,
+    "EO501": Verdict.processed_twice,
+    "EO102": Verdict.will_be_processed_twice,  # or processed twice: see _several_tokens
+    "EO402": Verdict.lost,
+    "EO403": Verdict.lost,
+    "EO202": Verdict.lost,
+}
+
+
+def decide_verdict(t: MessageTrace, hits: list[dict[str, Any]]) -> tuple[Verdict, list[str]]:
+    """The verdict follows the message's findings (t.findings, from the checks); the facts only
+    refine it (processed twice or about to be) and say why in words."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for f in t.findings:
+        rows.setdefault(f["code"], []).append(f)
+    for code, verdict in VERDICT_OF.items():
+        if code not in rows:
+            continue
+        first = rows[code][0]
+        ev = first["evidence"]
+        if code == "EO302":
+            return verdict, [f"sent by attempt {ev.get('ghost_attempt')} of {ev.get('producer')}, which never "
+                             f"committed; attempt {ev.get('committed_attempt')} answered the same incoming message "
+                             f"{ev.get('causation_id')}"]
+        if code == "EO501":
+            return verdict, [f"{ev.get('rows')} rows in sink {first['where']} ({first['endpoint']})"]
+        if code == "EO102":
+            return _several_tokens(t)
+        if code in ("EO402", "EO403"):
+            return verdict, [f"blob {f['evidence'].get('name')} it publishes "
+                             + ("does not exist" if f["code"] == "EO402" else
+                                "does not match its sha256: it was overwritten")
+                             for f in t.findings if f["code"] in ("EO402", "EO403")]
+        return verdict, [f"in flight at {ev.get('topic')}/{ev.get('partition')}@{ev.get('offset')} but its token "
+                         f"{ev.get('token_id')} is gone: the consumer will drop it as a duplicate, and its effect "
+                         "is in no sink"]
+
+    processed = [c for c in t.copies if c.processed]
+    waiting = [c for c in t.copies if not c.processed]
+    stuck = {(f["endpoint"], f["evidence"].get("incoming_message_id")) for f in rows.get("EO301", [])}
+
+    def is_stuck(e: Entry) -> bool:
+        return (e.endpoint, e.incoming_message_id) in stuck
+
+    # in flight: not sent yet, waiting on the topic, or its processing's entry still pending
+    if not t.copies:
+        if t.emitted_by is not None:
+            e = t.emitted_by
+            return Verdict.in_flight, [f"not sent yet: pending in the outbox of {e.endpoint} "
+                                       f"(entry {e.incoming_message_id}, {age_text(e.age_seconds)} old"
+                                       + (", stuck: replay-outbox sends it" if is_stuck(e) else "") + ")"]
+        if t.tokens or t.intents:
+            return Verdict.never_sent, ["the stores know it (tokens or intents) but no copy is on any topic and no "
+                                        "pending entry holds it: left by an attempt that did not send it"]
+        if t.sink_rows:
+            return Verdict.processed_once, ["its effect is in the sink; no copy is left on the topics read"]
+        return Verdict.not_found, ["no copy on the topics read, nothing in the stores or sinks"]
+    if not processed:
+        c = waiting[0]
+        return Verdict.in_flight, [f"at {position(c)}, above {c.consumer}'s committed offset {c.committed_offset}; "
+                                   f"its token is {'present' if c.token_present else 'unknown'}"]
+    open_entries = [e for e in t.caused_entries if not _entry_sent(e, hits)]
+    if open_entries:
+        e = open_entries[0]
+        return Verdict.in_flight, [f"consumed by {e.endpoint}, but the messages its processing emits are pending "
+                                   f"in the outbox ({age_text(e.age_seconds)} old"
+                                   + (", stuck: replay-outbox sends them" if is_stuck(e) else "") + ")"]
+    reasons = [f"consumed by {processed[0].consumer} at {position(processed[0])}"]
+    if len(t.copies) > 1:
+        tokens = {c.token_id for c in t.copies}
+        reasons.append(f"{len(t.copies)} copies with one token: redeliveries the consumer dropped" if len(tokens) == 1
+                       else f"{len(t.copies)} copies under {len(tokens)} tokens on different topics or consumers")
+    if t.sink_rows:
+        reasons.append(f"one row in sink {t.sink_rows[0].sink}")
+    for e in t.caused_entries:
+        reasons.append(f"its entry at {e.endpoint} is still pending although its messages were sent")
+    return Verdict.processed_once, reasons
+
+
+def _several_tokens(t: MessageTrace) -> tuple[Verdict, list[str]]:
+    """EO102 on a message: processed twice when two of its tokens were used up, else about to be.
+
+    A token is used up when a copy under it was processed, or is gone from the consumer's store
+    although a copy under it exists: only processing removes a token a record carries (gc never
+    does), so a copy still in flight whose token is gone was processed before its offset was
+    committed. A copy waiting under a token still present will be processed."""
+    processed = [c for c in t.copies if c.processed]
+    used = {c.token_id for c in processed} | {c.token_id for c in t.copies if c.token_present is False}
+    if len(used) > 1:
+        return Verdict.processed_twice, [f"{len(used)} different tokens were consumed: {', '.join(sorted(used))}"]
+    ahead = [c for c in t.copies if not c.processed and c.token_present is not False and c.token_id not in used]
+    if not ahead:  # EO102 groups copies per consumer and topic; these facts do not say more
+        tokens = sorted({c.token_id for c in t.copies if c.token_id})
+        return Verdict.will_be_processed_twice, [f"it travels under {len(tokens)} tokens: {', '.join(tokens)}"]
+    c = ahead[0]
+    if used:
+        first = next(p for p in t.copies if p.token_id in used)
+        before = (f"it was processed at {position(first)} under token {first.token_id}" if first.processed
+                  else f"token {first.token_id} of its copy at {position(first)} was consumed")
+    else:
+        other = next((a.token_id for a in ahead if a.token_id != c.token_id), "?")
+        before = f"another copy waits under token {other}"
+    store = "which is present in its store" if c.token_present else "whose store eoctl does not read"
+    return Verdict.will_be_processed_twice, [
+        f"copy at {position(c)} waits above {c.consumer}'s committed offset under token {c.token_id}, {store}: the "
+        f"consumer will process it; {before}"]
+
+
+def _entry_sent(e: Entry, hits: list[dict[str, Any]]) -> bool:
+    """Every outgoing message of a pending entry is on a topic read (with a token)."""
+    sent = {h["message_id"] for h in hits if h["causation_id"] == e.incoming_message_id}
+    wanted = {m.get("message_id") for m in e.outgoing}
+    return wanted <= sent  # an entry with nothing to send has sent everything
