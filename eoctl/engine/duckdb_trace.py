@@ -52,11 +52,9 @@ class DuckDBTraceReader:
 
     def scan(self, config: Config, bounds: Bounds, committed: dict, clauses: list[Clause],
              purpose: str) -> tuple[list[dict[str, Any]], ScanNote]:
-        from eoctl.expr import Dialect, compile_sql
-        from eoctl.expr.records import commits_table, protocol_table, working_copy
         from eoctl.options import AuditOptions
         from eoctl.sources.kafka import time_ranges
-        from eoctl.trace.model import ScanNote, live_clauses
+        from eoctl.trace.model import ScanNote
 
         inputs, ranges = [], {}
         for name, ep in config.endpoints.items():
@@ -71,18 +69,8 @@ class DuckDBTraceReader:
             return [], ScanNote(purpose, inputs, bounds.why, 0, full)
         build_working_copy(self.con, config, None, AuditOptions(since=bounds.since, until=bounds.until), keep=False,
                            endpoint_ranges=ranges)
-        sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb, sequence_text=True),
-                          Dialect.duckdb)
-        self.con.execute(f"CREATE OR REPLACE VIEW trace_records AS {sql}")
         records = self.con.execute("SELECT count(*) FROM protocol").fetchall()[0][0]
-        live = live_clauses(clauses)
-        if not live:
-            return [], ScanNote(purpose, inputs, bounds.why, records, full)
-        where = " OR ".join("(" + " AND ".join(f"{_ident(col)} IN ({', '.join(repr_sql(v) for v in sorted(values))})"
-                                               for col, values in c.items()) + ")" for c in live)
-        rows = self.con.sql(f"SELECT endpoint AS consumer, {', '.join(_ident(c) for c in _HIT_COLUMNS)} "
-                            f"FROM trace_records WHERE {where}").to_arrow_table().to_pylist()
-        return rows, ScanNote(purpose, inputs, bounds.why, records, full)
+        return matching_records(self.con, clauses), ScanNote(purpose, inputs, bounds.why, records, full)
 
     # ----------------------------------------------------------------------------- sinks
 
@@ -139,6 +127,27 @@ class DuckDBTraceReader:
                         stores: StoreLookups, sink_rows: list[SinkRow], sink_schemas: dict,
                         messages: list[MessageTrace]) -> list[dict[str, Any]]:
         return message_findings(config, options, hits, stores, sink_rows, sink_schemas, messages)
+
+
+def matching_records(con, clauses: list[Clause]) -> list[dict[str, Any]]:
+    """The records of the views `protocol` and `commits` (eoctl.expr.records) that meet one of the
+    clauses, as trace keeps them: the working copy's expression (the audit's one definition of
+    `processed`, `seq` and `problem`) plus the eo-sequence header as text, filtered before
+    anything else is decoded. Both engines' scans end here: the Spark one with the few candidate
+    records its job returned."""
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.records import commits_table, protocol_table, working_copy
+    from eoctl.trace.model import live_clauses
+
+    live = live_clauses(clauses)
+    if not live:
+        return []
+    sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb, sequence_text=True),
+                      Dialect.duckdb)
+    where = " OR ".join("(" + " AND ".join(f"{_ident(col)} IN ({', '.join(repr_sql(v) for v in sorted(values))})"
+                                           for col, values in c.items()) + ")" for c in live)
+    return con.sql(f"SELECT endpoint AS consumer, {', '.join(_ident(c) for c in _HIT_COLUMNS)} "
+                   f"FROM ({sql}) AS trace_records WHERE {where}").to_arrow_table().to_pylist()
 
 
 def message_findings(config: Config, options: TraceOptions, hits: list[dict[str, Any]], stores: StoreLookups,

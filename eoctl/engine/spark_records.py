@@ -16,6 +16,7 @@ from eoctl.config.model import Config, EndpointConfig
 from eoctl.engine.frames import local_frame
 from eoctl.expr.records import RECORD_COLUMNS
 from eoctl.sources import input_committed_offsets, read_input
+from eoctl.sources.records import with_protocol_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -95,7 +96,7 @@ class SparkRecords:
             ranges = self.options.ranges
             if plans is not None and ep.input.kafka:
                 ranges = incremental.kafka_ranges(plans)
-            df = read_input(self.spark, self.config, ep.input, ranges)
+            df = read_input(self.spark, self.config, ep.input, ranges, protocol=False)
             if plans and ep.input.archive:
                 df = df.where(incremental.archive_predicate(plans))
             if self.options.since is not None:
@@ -105,10 +106,11 @@ class SparkRecords:
             frames.append(df.withColumn("endpoint", F.lit(name)))
         if not frames:
             return local_frame(self.spark, [], RECORD_DDL)
-        df = with_problem(self.with_processed(reduce(lambda a, b: a.unionByName(b), frames)))
+        raw = with_protocol_columns(reduce(lambda a, b: a.unionByName(b), frames), self.config.protocol.headers,
+                                    text=False)
         # Only what the checks read is kept: the working copy is the audit's largest cost.
         # `blobs` stays text; the blob checks parse it for the few producers that publish blobs.
-        return self._working_copy(df.select(*RECORD_COLUMNS))
+        return self._working_copy(working_copy_frame(self.spark, raw, self.commits_frame()))
 
     @cached_property
     def indexed(self) -> DataFrame | None:
@@ -185,15 +187,6 @@ class SparkRecords:
         if not segments:  # the base run read no record at all
             return local_frame(self.spark, [], RECORD_DDL)
         return self.spark.read.parquet(*(s.path for s in segments))
-
-    def with_processed(self, df: DataFrame) -> DataFrame:
-        """Records with `committed` and `processed` from the current committed offsets."""
-        from pyspark.sql import functions as F
-
-        c = self.commits_frame()
-        df = df.join(F.broadcast(c), (df.endpoint == c.c_endpoint) & (df.topic == c.c_topic)
-                     & (df.partition == c.c_partition), "left").drop("c_endpoint", "c_topic", "c_partition")
-        return df.withColumn("processed", processed_flag())
 
     def commits_frame(self) -> DataFrame:
         """Each audited partition's committed offset (eoctl.expr.records.COMMITS_SCHEMA)."""
@@ -284,26 +277,32 @@ class SparkRecords:
         return f"{self.index_path}/records"
 
 
-def with_problem(df: DataFrame) -> DataFrame:
-    """Records with protocol columns, plus `seq` (eo-sequence as a number) and `problem`: why the
-    record's protocol headers are unusable (EO105), else null. The one definition the audit's scan
-    and trace's both apply on Spark (eoctl.expr.records.working_copy is DuckDB's; the engine
-    parity tests hold them equal)."""
-    from pyspark.sql import functions as F
+def working_copy_frame(spark: SparkSession, protocol: DataFrame, commits: DataFrame) -> DataFrame:
+    """RECORD_COLUMNS of records with their protocol headers as raw bytes (eoctl.expr.records.
+    PROTOCOL_SCHEMA) and each partition's committed offset: the working copy's one expression
+    (eoctl.expr.records.working_copy: `processed`, `seq`, `problem`), compiled to Spark SQL, as the
+    DuckDB engine computes it."""
+    import uuid
 
-    df = df.withColumn("seq", F.col("sequence").try_cast("long"))
-    valid = lambda c: F.coalesce(F.is_valid_utf8(F.col(c)), F.lit(True))  # noqa: E731
-    return df.withColumn(
-        "problem",
-        F.when(F.col("message_id").isNull() | F.col("token_id").isNull(),
-               F.lit("missing eo-message-id or eo-token-id header"))
-        .when(~(valid("message_id") & valid("token_id") & valid("producer") & valid("sequence")
-                & valid("causation_id") & valid("attempt_id") & valid("blobs")),
-              F.lit("protocol header is not UTF-8"))
-        .when(F.col("sequence").isNotNull() & F.col("seq").isNull(), F.lit("eo-sequence is not an integer"))
-        .when(F.col("blobs").isNotNull() & F.from_json("blobs", BLOB_REFS).isNull(),
-              F.lit("eo-blobs is not a JSON list of {uri, sha256}")),
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.records import (
+        PROTOCOL_SCHEMA,
+        commits_table,
+        protocol_table,
+        working_copy,
     )
+
+    tag = uuid.uuid4().hex[:12]
+    views = (f"eoctl_protocol_{tag}", f"eoctl_commits_{tag}")
+    protocol.select(*PROTOCOL_SCHEMA.names).createOrReplaceTempView(views[0])
+    commits.createOrReplaceTempView(views[1])
+    try:
+        # analysed here: the frame keeps its plan once the views are gone
+        return spark.sql(compile_sql(working_copy(protocol_table(views[0]), commits_table(views[1]), Dialect.spark),
+                                     Dialect.spark))
+    finally:
+        for view in views:
+            spark.catalog.dropTempView(view)
 
 
 def processed_flag() -> Column:

@@ -66,13 +66,10 @@ class SparkTraceReader:
         pass
 
 
-def _input_frame(spark: SparkSession, config: Config, name: str, ep: EndpointConfig, bounds: Bounds,
-                 committed: dict[str, dict[int, int]]) -> DataFrame | None:
-    """An input's raw records (headers not decoded yet) within the bounds, with its consumer's
-    committed offset per record."""
+def _input_frame(spark: SparkSession, config: Config, name: str, ep: EndpointConfig, bounds: Bounds) -> DataFrame | None:
+    """An input's raw records (headers not decoded yet) within the bounds."""
     from pyspark.sql import functions as F
 
-    from eoctl.engine.frames import local_frame
     from eoctl.sources import read_input
 
     assert ep.input is not None
@@ -86,12 +83,7 @@ def _input_frame(spark: SparkSession, config: Config, name: str, ep: EndpointCon
         df = df.where(F.col("timestamp") >= F.lit(bounds.since.astimezone(dt.timezone.utc).replace(tzinfo=None)))
     if bounds.until is not None:
         df = df.where(F.col("timestamp") < F.lit(bounds.until.astimezone(dt.timezone.utc).replace(tzinfo=None)))
-    rows = [(t, p, o) for t, parts in committed.items() for p, o in parts.items()]
-    commits = local_frame(spark, rows, "c_topic string, c_partition int, committed long")
-    df = df.join(F.broadcast(commits), (df.topic == commits.c_topic) & (df.partition == commits.c_partition),
-                 "left").drop("c_topic", "c_partition")
-    return df.select("topic", "partition", "offset", "timestamp", "headers", "committed",
-                     F.lit(name).alias("consumer"))
+    return df.select(F.lit(name).alias("endpoint"), "topic", "partition", "offset", "timestamp", "headers")
 
 
 def _clauses(clauses: list[Clause], test) -> Any:
@@ -110,16 +102,14 @@ def _scan(spark: SparkSession, config: Config, bounds: Bounds, committed: dict[s
           clauses: list[Clause], purpose: str) -> tuple[list[dict[str, Any]], ScanNote]:
     """One pass over every input: the records the clauses select, and how many records were read.
 
-    Every record is only tested for a header with one of the wanted values (no decoding); the few
-    candidates then get their protocol columns, exactly as the audit reads them (a repeated header
-    keeps its last value), and are tested again. One Spark job; only the matches reach the driver.
+    One Spark job tests every record only for a header with one of the wanted values (no
+    decoding) and brings back the count and the few candidates, headers still raw; these are then
+    decoded and tested again in process, by the expression the DuckDB engine's scan ends with
+    (eoctl.engine.duckdb_trace.matching_records: the working copy, as the audit reads records).
     """
     from functools import reduce
 
     from pyspark.sql import functions as F
-
-    from eoctl.engine.spark_records import processed_flag, with_problem
-    from eoctl.sources.records import with_protocol_columns
 
     names = config.protocol.headers
     frames, inputs = [], []
@@ -127,7 +117,7 @@ def _scan(spark: SparkSession, config: Config, bounds: Bounds, committed: dict[s
         if ep.input is None:
             continue
         inputs.append(f"{name} ({', '.join(ep.input.topics)})")
-        df = _input_frame(spark, config, name, ep, bounds, committed[name])
+        df = _input_frame(spark, config, name, ep, bounds)
         if df is not None:
             frames.append(df)
     full = bounds.since is None and bounds.until is None
@@ -139,19 +129,42 @@ def _scan(spark: SparkSession, config: Config, bounds: Bounds, committed: dict[s
         header = getattr(names, col)
         return F.exists("headers", lambda h: (h["key"] == header) & h["value"].cast("string").isin(sorted(values)))
 
-    candidate = F.struct("consumer", "topic", "partition", "offset", "timestamp", "headers", "committed")
-    read = df.agg(F.count(F.lit(1)).alias("n"),
-                  F.collect_list(F.when(_clauses(clauses, raw), candidate)).alias("c"))
-    found = with_protocol_columns(read.select("n", F.explode_outer("c").alias("r")).select("n", "r.*"), names)
-    found = with_problem(found).withColumn("processed", processed_flag())
-    found = found.where(F.col("offset").isNull()
-                        | _clauses(clauses, lambda col, values: F.col(col).isin(sorted(values))))
-    rows = found.drop("headers").collect()  # the count, and the few matching records
-    hits = [r.asDict() for r in rows if r["offset"] is not None]
-    for h in hits:
-        del h["n"]
-    records = int(rows[0]["n"]) if rows else 0
-    return hits, ScanNote(purpose, inputs, bounds.why, records, full)
+    candidate = F.struct("endpoint", "topic", "partition", "offset", "timestamp", "headers")
+    read = df.agg(F.count(F.lit(1)).alias("n"), F.collect_list(F.when(_clauses(clauses, raw), candidate)).alias("c"))
+    row = read.collect()[0]  # the count, and the few candidate records
+    hits = _decoded(config, [c.asDict(recursive=True) for c in row["c"]], committed, clauses)
+    return hits, ScanNote(purpose, inputs, bounds.why, int(row["n"]), full)
+
+
+def _decoded(config: Config, candidates: list[dict[str, Any]], committed: dict[str, dict[str, dict[int, int]]],
+             clauses: list[Clause]) -> list[dict[str, Any]]:
+    """The candidates that meet a clause once decoded, as the DuckDB engine's scan gives them."""
+    import pyarrow as pa
+
+    from eoctl.engine.duckdb import _table_of_rows, connect, protocol_view
+    from eoctl.engine.duckdb_trace import matching_records
+    from eoctl.expr.records import HEADERS
+
+    if not candidates:
+        return []
+    con = connect(config.engine.memory_limit)
+    try:
+        header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+        for c in candidates:
+            c["headers"] = [{"key": h["key"], "value": bytes(h["value"]) if h["value"] is not None else None}
+                            for h in c["headers"] or []]
+        _table_of_rows(con, "candidates", candidates, pa.schema([
+            ("endpoint", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+            ("timestamp", pa.timestamp("us")), ("headers", pa.list_(header))]))
+        protocol_view(con, "protocol", "candidates", {h: getattr(config.protocol.headers, h) for h in HEADERS})
+        commits = [{"c_endpoint": n, "c_topic": t, "c_partition": p, "committed": o}
+                   for n, topics in committed.items() for t, parts in topics.items() for p, o in parts.items()]
+        _table_of_rows(con, "commits", commits, pa.schema([
+            ("c_endpoint", pa.string()), ("c_topic", pa.string()), ("c_partition", pa.int32()),
+            ("committed", pa.int64())]))
+        return matching_records(con, clauses)
+    finally:
+        con.close()
 
 
 def _sink_frames(spark: SparkSession, config: Config):

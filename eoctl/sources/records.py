@@ -65,8 +65,9 @@ def normalize(df: DataFrame) -> DataFrame:
     return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
-def with_protocol_columns(df: DataFrame, names: HeaderNames) -> DataFrame:
-    """Add one string column per protocol header (message_id, token_id, ...), by the configured names.
+def with_protocol_columns(df: DataFrame, names: HeaderNames, text: bool = True) -> DataFrame:
+    """Add one string column per protocol header (message_id, token_id, ...), by the configured names
+    (`text` false: the raw bytes, for eoctl.expr.records.working_copy to decode).
 
     The headers become one map per record (a repeated key keeps its last value, as Kafka's
     lastHeader does; the session sets mapKeyDedupPolicy=LAST_WIN), looked up once per header:
@@ -76,5 +77,5 @@ def with_protocol_columns(df: DataFrame, names: HeaderNames) -> DataFrame:
 
     hmap = F.map_from_entries(F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>")))
     return df.withColumn("_h", hmap).select(
-        *df.columns, *[F.try_element_at("_h", F.lit(getattr(names, col))).cast("string").alias(col)
-                       for col in PROTOCOL_COLUMNS])
+        *df.columns, *[(value.cast("string") if text else value).alias(col) for col, value in
+                       ((c, F.try_element_at("_h", F.lit(getattr(names, c)))) for c in PROTOCOL_COLUMNS)])
