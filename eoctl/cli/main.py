@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError  # typer 0.29 ships its own click
+from typer.core import TyperGroup
 
 from eoctl import __version__
 from eoctl.cli import (
@@ -24,12 +26,54 @@ from eoctl.cli.context import AppContext, EngineKind, OutputFormat
 from eoctl.errors import EoctlError, ExitCode, Interrupted
 from eoctl.secrets import mask_text
 
+
+
+def hoist_global_options(args: list[str], options: list) -> list[str]:
+    """`args` with the global options (and their values) moved before the command, in the order
+    given: `eoctl audit --config C` is `eoctl --config C audit`, as cron lines and kubectl users
+    write it, and of an option given twice the later wins. Nothing after `--` moves."""
+    takes_value = {name: not option.is_flag for option in options for name in option.opts + option.secondary_opts}
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        name, inline = (arg.split("=", 1)[0], "=" in arg) if arg.startswith("--") else (arg[:2], len(arg) > 2)
+        if arg.startswith("-") and name in takes_value:
+            if takes_value[name] and not inline:
+                if i + 1 == len(args):
+                    raise typer.BadParameter("needs a value", param_hint=f"'{arg}'")
+                front += args[i:i + 2]
+                i += 2
+                continue
+            if not takes_value[name] and inline:  # `-hx`, `--debug=x`: left for the parser to refuse
+                rest.append(arg)
+            else:
+                front.append(arg)
+            i += 1
+            continue
+        rest.append(arg)
+        i += 1
+    return front + rest
+
+
+class _Eoctl(TyperGroup):
+    """The top-level group: global options are accepted after the command too (hoist_global_options)."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(args, [p for p in self.params if p.opts]))
+
+
 app = typer.Typer(
+    cls=_Eoctl,
     name="eoctl",
     help="Audit and repair exactly-once message pipelines (transactional outbox + token deduplication on Kafka).",
     epilog="Example: eoctl --config samples/basic/eoctl.toml doctor",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -86,7 +130,7 @@ def global_options(
         Optional[str], typer.Option("--remote", help="Spark Connect URL, e.g. sc://host:15002 (env EOCTL_REMOTE)")
     ] = None,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="print the version and exit")
     ] = False,
 ) -> None:
     from eoctl import logs
@@ -144,6 +188,9 @@ def _report(exc: BaseException, debug: bool) -> int:
         exc = Interrupted(signum)  # a library turned our interrupt into an error of its own
     if isinstance(exc, typer.Exit):
         return exc.exit_code
+    if isinstance(exc, NoArgsIsHelpError):  # `eoctl`, `eoctl config`: the help, as asked
+        print(exc.format_message())
+        return int(ExitCode.OK)
     if isinstance(exc, typer.Abort):
         print("eoctl: aborted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)

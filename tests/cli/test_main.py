@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,71 @@ def test_bad_range_is_a_usage_error(tmp_path: Path) -> None:
     assert result.stderr.strip() == (
         "eoctl: error: --range 't:zero': expected TOPIC:PARTITION[:START[:END]], e.g. orders:0:100:200"
     )
+
+
+def _leaf_commands() -> list[list[str]]:
+    """Every command of the app (sub-apps' commands by their full path), from the app itself."""
+    import typer.main
+
+    from eoctl.cli.main import app
+
+    def walk(command, path: list[str]):
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                yield from walk(sub, [*path, name])
+        else:
+            yield path
+
+    return list(walk(typer.main.get_command(app), []))
+
+
+#: values for the commands' required arguments: what is checked fails before they are used
+_ARGUMENTS = {"trace": ["msg-1"], "sources scan": ["billing"], "findings show": ["r1"], "findings diff": ["r1", "r2"]}
+
+
+def test_hoisting_moves_global_options_with_their_values_and_nothing_else() -> None:
+    import typer
+    import typer.main
+
+    from eoctl.cli.main import app, hoist_global_options
+
+    options = [p for p in typer.main.get_command(app).params if p.opts]
+    hoist = lambda *a: hoist_global_options(list(a), options)  # noqa: E731
+    assert hoist("audit", "--config", "c.toml", "-fjson", "--grace", "0s") == [
+        "--config", "c.toml", "-fjson", "audit", "--grace", "0s"]
+    assert hoist("-c", "a.toml", "trace", "--debug", "-c", "b.toml", "--format=json", "x") == [
+        "-c", "a.toml", "--debug", "-c", "b.toml", "--format=json", "trace", "x"]
+    # after `--` everything is an argument; -e is audit's own
+    assert hoist("trace", "-e", "x", "--", "--debug") == ["trace", "-e", "x", "--", "--debug"]
+    with pytest.raises(typer.BadParameter):
+        hoist("audit", "--config")
+
+
+@pytest.mark.parametrize("path", [p for p in _leaf_commands() if p[0] != "jars"], ids=" ".join)
+def test_global_options_after_the_command_are_the_same_options(path: list[str], tmp_path: Path) -> None:
+    """--config after the command is the one used: the same error line, naming it, either way."""
+    missing = str(tmp_path / "missing.toml")
+    argv = [*path, *_ARGUMENTS.get(" ".join(path), [])]
+    before = run_eoctl("--config", missing, *argv)
+    after = run_eoctl(*argv, "--config", missing)
+    assert before.code == after.code == 2 and missing in after.stderr
+    assert after.stderr == before.stderr and after.stderr.count("\n") == 1
+
+
+def test_of_a_global_option_given_twice_the_later_wins(tmp_path: Path) -> None:
+    config = write_config(tmp_path, '[engine]\nkind = "duckdb"\n')
+    result = run_eoctl("--format", "text", "--config", "nowhere.toml", "config", "check", "--config", str(config),
+                       "--format", "json")
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["resolved"]["engine"]["kind"] == "duckdb"
+    listed = run_eoctl("jars", "list", "-f", "json")
+    assert listed.code == 0 and json.loads(listed.stdout)["coordinates"]
+
+
+def test_no_command_prints_the_help_and_exits_0() -> None:
+    result = run_eoctl()
+    assert result.code == 0 and "Usage: eoctl" in result.stdout and "error" not in result.stderr
+    short = run_eoctl("-V")
+    assert short.code == 0 and short.stdout.strip() == f"eoctl {__version__}"
+    completion = run_eoctl("--show-completion", "bash", env={"SHELL": "/bin/bash"})
+    assert completion.code == 0 and "complete" in completion.stdout
