@@ -38,6 +38,10 @@ def _recorded(spark, config: Config, codes: list[str] = CODES, **kw) -> AuditRep
     return report
 
 
+def _full_on_duckdb(config: Config) -> AuditReport:
+    return run_audit_duckdb(config, settled(), CODES)
+
+
 @pytest.mark.integration
 def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(spark, tmp_path: Path) -> None:
     chaos = recorded_copy(tmp_path)
@@ -51,7 +55,8 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
 
     appended = append_orders(chaos.config_path.parent, "part-1.parquet")
     incr = _recorded(spark, chaos.config, since_last=True)
-    full = run_audit(spark, chaos.config, settled(), CODES)
+    # the full audits to compare with run on DuckDB (seconds; the parity tests hold the engines equal)
+    full = _full_on_duckdb(chaos.config)
 
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": appended,
                                 "indexed_records": first.scanned["records"], "continued": []}
@@ -72,7 +77,7 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     offsets.write_text(json.dumps({"orders": {"0": 22, "1": 26}}))
     committed = _recorded(spark, chaos.config, since_last=True)
     assert committed.run["scan"]["new_records"] == 0
-    assert identities(committed) == identities(run_audit(spark, chaos.config, settled(), CODES))
+    assert identities(committed) == identities(_full_on_duckdb(chaos.config))
     assert identities(committed) != identities(full)  # the appended records are processed now
     # The index is layered: the first run's segment, then the appended records' own; the runs
     # that read nothing new added nothing. Only the folders a kept index reads stay.
@@ -85,7 +90,7 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     append_orders(chaos.config_path.parent, "part-2.parquet")
     merged = _recorded(spark, chaos.config, since_last=True)
     assert merged.run["scan"]["new_records"] == appended
-    assert identities(merged) == identities(run_audit(spark, chaos.config, settled(), CODES))
+    assert identities(merged) == identities(_full_on_duckdb(chaos.config))
     assert [(Path(s.path).parent.name, Path(s.path).name, s.records) for s in merged.index.segments] == [
         (first.run["id"], "records", first.scanned["records"]), (merged.run["id"], "merged", 2 * appended)]
     assert not (index.parent / merged.run["id"] / "records").exists()
@@ -200,11 +205,12 @@ def test_token_checks_after_offsets_moved_back_or_old_tokens_restored(spark, tmp
 
 
 @pytest.mark.integration
-def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(spark, tmp_path: Path) -> None:
+def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(tmp_path: Path) -> None:
+    """On the DuckDB engine: choosing the base run is the same code on both."""
     chaos = recorded_copy(tmp_path)
-    alone = run_audit(spark, chaos.config, _options(since_last=True), CODES)
+    alone = run_audit_duckdb(chaos.config, _options(since_last=True), CODES)
     assert alone.run["scan"]["mode"] == "full" and alone.run["scan"]["reason"] == incremental.NO_BASE
-    _recorded(spark, chaos.config)
+    _audit_on("duckdb", None, chaos.config)
 
     # the same endpoints, but shipping reads another archive: its index rows are not that input's
     text = chaos.config_path.read_text().replace('archive = "topics/invoices"', 'archive = "topics/invoices2"')
@@ -213,16 +219,16 @@ def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(spark, tm
     shutil.copytree(chaos.config_path.parent / "topics" / "invoices", chaos.config_path.parent / "topics" / "invoices2")
     other = write_config(chaos.config_path.parent, text, name="other.toml")
     changed = load_config(other)
-    report = run_audit(spark, changed, _options(since_last=True), CODES)
+    report = run_audit_duckdb(changed, _options(since_last=True), CODES)
     assert report.run["scan"] == {"mode": "full", "new_records": report.scanned["records"], "indexed_records": 0,
                                   "reason": incremental.NO_BASE}
 
     # a subset of the recorded endpoints continues from it
-    subset = run_audit(spark, chaos.config, _options(since_last=True, endpoints=["shipping"]), CODES)
+    subset = run_audit_duckdb(chaos.config, _options(since_last=True, endpoints=["shipping"]), CODES)
     assert subset.run["scan"]["mode"] == "incremental" and subset.run["scan"]["new_records"] == 0
 
     with pytest.raises(UsageError, match="--since-last"):
-        run_audit(spark, chaos.config, _options(since_last=True, since=settled().now), CODES)
+        run_audit_duckdb(chaos.config, _options(since_last=True, since=settled().now), CODES)
 
 
 @pytest.mark.integration

@@ -12,6 +12,7 @@ import pytest
 from eoctl.audit import run_audit, run_audit_duckdb, select_codes
 from eoctl.config import load_config
 from tests.helpers.chaos import CHAOS, recorded_copy, settled
+from tests.helpers.configs import on_engine
 from tests.helpers.findings import canonical as _findings
 from tests.helpers.layouts import drop_intents, shared_tables
 
@@ -53,8 +54,8 @@ def _both_reconciled(spark, config) -> tuple[tuple, tuple]:
     from eoctl.ops.reconcile import run_reconcile
 
     args = {"grace": dt.timedelta(hours=1), "now": settled().now, "evidence_rows": 100_000}
-    on_duckdb = config.model_copy(update={"engine": config.engine.model_copy(update={"kind": "duckdb"})})
-    return _classes(run_reconcile(spark, config, **args)), _classes(run_reconcile(None, on_duckdb, **args))
+    return _classes(run_reconcile(spark, config, **args)), _classes(run_reconcile(None, on_engine(config, "duckdb"),
+                                                                                  **args))
 
 
 def test_duckdb_finds_what_spark_finds_on_the_chaos_sample(spark) -> None:

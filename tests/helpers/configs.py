@@ -5,6 +5,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from eoctl.config.model import Config
+
 
 def write_config(folder: Path, text: str, name: str = "eoctl.toml") -> Path:
     path = folder / name
@@ -23,3 +25,9 @@ def live_input_config(folder: Path, bootstrap: str, topic: str) -> Path:
         kafka = "main"
         group = "billing"
     """)
+
+
+def on_engine(config: Config, kind: str) -> Config:
+    """`config` with `[engine] kind = kind`: tests of engine-neutral behaviour run on DuckDB (seconds),
+    while the parity tests hold the engines equal."""
+    return config.model_copy(update={"engine": config.engine.model_copy(update={"kind": kind})})
