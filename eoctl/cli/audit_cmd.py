@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,6 +13,10 @@ import typer
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.cli.output import progress, stderr
 from eoctl.errors import EoctlError, ExitCode, UsageError
+from eoctl.report.findings import Severity
+
+#: --fail-on's choices, from the severities (help lists them)
+FailOn = Enum("FailOn", {s.label: s.label for s in Severity}, type=str)
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
@@ -34,18 +39,18 @@ def parse_time(text: str, flag: str) -> dt.datetime:
 
 def audit(
     ctx: typer.Context,
-    select: Annotated[Optional[list[str]], typer.Option("--select", help="codes or prefixes to run (EO102, EO2); repeatable")] = None,
-    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="codes or prefixes to skip; repeatable")] = None,
-    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", help="audit only these endpoints; repeatable")] = None,
-    grace: Annotated[str, typer.Option(help="orphan tokens and blobs younger than this are not findings")] = "24h",
-    stuck_after: Annotated[str, typer.Option("--stuck-after", help="outbox entries pending longer are stuck")] = "15m",
-    transaction_timeout: Annotated[str, typer.Option("--transaction-timeout", help="open Kafka transactions older than this hang")] = "15m",
-    ranges: Annotated[Optional[list[str]], typer.Option("--range", help="only TOPIC:PARTITION[:START[:END]]; repeatable")] = None,
-    since: Annotated[Optional[str], typer.Option(help="only records at or after this ISO time")] = None,
-    until: Annotated[Optional[str], typer.Option(help="only records before this ISO time")] = None,
-    fail_on: Annotated[str, typer.Option("--fail-on", help="exit 1 when a finding is at least: info, warning, error, critical")] = "error",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the report to FILE (large evidence as Parquet beside it)")] = None,
-    evidence_rows: Annotated[int, typer.Option("--evidence-rows", min=1, help="evidence rows kept in the report per finding")] = 1000,
+    select: Annotated[Optional[list[str]], typer.Option("--select", metavar="CODE", help="codes or prefixes to run (EO102, EO2); repeatable")] = None,
+    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", metavar="CODE", help="codes or prefixes to skip; repeatable")] = None,
+    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="audit only these endpoints; repeatable")] = None,
+    grace: Annotated[str, typer.Option(metavar="DURATION", help="orphan tokens and blobs younger than this are not findings")] = "24h",
+    stuck_after: Annotated[str, typer.Option("--stuck-after", metavar="DURATION", help="outbox entries pending longer are stuck")] = "15m",
+    transaction_timeout: Annotated[str, typer.Option("--transaction-timeout", metavar="DURATION", help="open Kafka transactions older than this hang")] = "15m",
+    ranges: Annotated[Optional[list[str]], typer.Option("--range", metavar="RANGE", help="only TOPIC:PARTITION[:START[:END]]; repeatable")] = None,
+    since: Annotated[Optional[str], typer.Option(metavar="TIME", help="only records at or after this ISO time")] = None,
+    until: Annotated[Optional[str], typer.Option(metavar="TIME", help="only records before this ISO time")] = None,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on", help="exit 1 when a finding is at least this severe")] = FailOn.error,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="write the report to FILE (large evidence as Parquet beside it)")] = None,
+    evidence_rows: Annotated[int, typer.Option("--evidence-rows", min=1, metavar="N", help="evidence rows kept in the report per finding")] = 1000,
     record: Annotated[bool, typer.Option("--record/--no-record", help="record the run in the findings history")] = True,
     since_last: Annotated[bool, typer.Option("--since-last", help="read from the source only the offsets added since the last recorded run; the rest from its record index")] = False,
 ) -> int:
@@ -61,7 +66,7 @@ def audit(
     from eoctl.sources import check_ranges
 
     app: AppContext = ctx.obj
-    threshold = Severity.parse(fail_on)
+    threshold = Severity.parse(fail_on.value)
     codes = select_codes(select, ignore)
     config = app.config()
     for name in endpoint or []:

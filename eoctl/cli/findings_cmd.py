@@ -14,7 +14,7 @@ app = typer.Typer(help="The findings history: every audit run, recorded.", no_ar
 
 @app.command("list", epilog="Example: eoctl --config samples/chaos/eoctl.toml findings list")
 def list_runs(ctx: typer.Context,
-              limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="newest runs to list")] = 20) -> int:
+              limit: Annotated[int, typer.Option("--limit", "-n", min=1, metavar="N", help="newest runs to list")] = 20) -> int:
     """The recorded audit runs, newest first: when, which configuration, counts per code."""
     from dataclasses import asdict
 
@@ -31,7 +31,7 @@ def list_runs(ctx: typer.Context,
 
 
 @app.command("show", epilog="Example: eoctl --config samples/chaos/eoctl.toml findings show last")
-def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="run id, or last / previous")]) -> int:
+def show(ctx: typer.Context, run: Annotated[str, typer.Argument(metavar="RUN_ID", help="run id, or last / previous")]) -> int:
     """One recorded run: its findings and their evidence, as the audit reported them."""
     from dataclasses import asdict
 
@@ -49,8 +49,8 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="run id, or
 
 @app.command("diff", epilog="Example: eoctl --config samples/chaos/eoctl.toml findings diff previous last")
 def diff(ctx: typer.Context,
-         run_a: Annotated[str, typer.Argument(help="the earlier run (id, last or previous)")],
-         run_b: Annotated[str, typer.Argument(help="the later run (id, last or previous)")]) -> int:
+         run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="the earlier run (id, last or previous)")],
+         run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="the later run (id, last or previous)")]) -> int:
     """What changed between two runs, item by item: new, resolved, persisting. Items are the
     evidence rows each run kept (see --evidence-rows)."""
     from dataclasses import asdict

@@ -10,18 +10,17 @@ import typer
 from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.cli.output import emit_json, progress, stderr
-from eoctl.errors import UsageError
 
-Endpoints = Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", help="only these endpoints' tokens or blobs; repeatable")]
-Grace = Annotated[str, typer.Option(help="never touch anything younger than this")]
+Endpoints = Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="only these endpoints' tokens or blobs; repeatable")]
+Grace = Annotated[str, typer.Option(metavar="DURATION", help="never touch anything younger than this")]
 
 
 def reconcile_tokens(
     ctx: typer.Context,
     endpoint: Endpoints = None,
     grace: Grace = "24h",
-    evidence_rows: Annotated[int, typer.Option("--evidence-rows", min=1, help="evidence rows kept per class")] = 100,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the JSON to FILE (all evidence as Parquet beside it)")] = None,
+    evidence_rows: Annotated[int, typer.Option("--evidence-rows", min=1, metavar="N", help="evidence rows kept per class")] = 100,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="write the JSON to FILE (all evidence as Parquet beside it)")] = None,
 ) -> int:
     """Classify every token of every endpoint (read-only, on the chosen engine): live, referenced by
     a pending outbox entry, leaked, garbage or young; and every in-flight record without a token."""
@@ -70,9 +69,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
     for name in endpoint or []:
         config.endpoint(name)
     if restore is not None:
-        if not execute:
-            raise UsageError(f"--restore {restore} changes the stores; add --execute to run it")
-        result = module.restore(config, restore)
+        result = module.restore(config, restore, execute)
         if app.json:
             typer.echo(restore_json(result))
         else:
@@ -105,12 +102,12 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
     return 0
 
 
-_EXECUTE = typer.Option("--execute", help="change things; without it, only the plan is printed")
-_MAX = typer.Option("--max-deletes", min=1, help="remove at most this many per run (the rest waits for the next run)")
-_BATCH = typer.Option("--batch-size", min=1, max=10_000, help="rows or blobs per transaction")
+_EXECUTE = typer.Option("--execute/--dry-run", help="change things; --dry-run (the default) prints the plan only")
+_MAX = typer.Option("--max-deletes", min=1, metavar="N", help="remove at most this many per run (the rest waits for the next run)")
+_BATCH = typer.Option("--batch-size", min=1, max=10_000, metavar="N", help="rows or blobs per transaction")
 _RESTORE = typer.Option("--restore", metavar="RUN_ID", help="put back what run RUN_ID removed (with --execute)")
-_METRICS = typer.Option("--metrics-file", help="write Prometheus textfile-collector metrics to this file")
-_SAMPLE = typer.Option("--evidence-rows", min=0, help="planned rows shown as evidence")
+_METRICS = typer.Option("--metrics-file", metavar="FILE", help="write Prometheus textfile-collector metrics to this file")
+_SAMPLE = typer.Option("--evidence-rows", min=0, metavar="N", help="planned rows shown as evidence")
 
 
 def gc_tokens(
@@ -119,7 +116,7 @@ def gc_tokens(
     grace: Grace = "24h",
     max_deletes: Annotated[int, _MAX] = 10_000,
     batch_size: Annotated[int, _BATCH] = 500,
-    retention: Annotated[str, typer.Option(help="how long the journal keeps removed tokens for --restore")] = "7d",
+    retention: Annotated[str, typer.Option(metavar="DURATION", help="how long the journal keeps removed tokens for --restore")] = "7d",
     endpoint: Endpoints = None,
     restore: Annotated[Optional[str], _RESTORE] = None,
     metrics_file: Annotated[Optional[Path], _METRICS] = None,
@@ -139,7 +136,7 @@ def gc_blobs(
     grace: Grace = "24h",
     max_deletes: Annotated[int, _MAX] = 10_000,
     batch_size: Annotated[int, _BATCH] = 500,
-    retention: Annotated[str, typer.Option(help="how long quarantined blobs are kept before they are purged")] = "7d",
+    retention: Annotated[str, typer.Option(metavar="DURATION", help="how long quarantined blobs are kept before they are purged")] = "7d",
     endpoint: Endpoints = None,
     restore: Annotated[Optional[str], _RESTORE] = None,
     metrics_file: Annotated[Optional[Path], _METRICS] = None,

@@ -35,7 +35,7 @@ def list_jars(ctx: typer.Context) -> int:
 
 
 @app.command("fetch", epilog="Example: eoctl jars fetch ./jars && export EOCTL_JARS_DIR=$PWD/jars")
-def fetch(ctx: typer.Context, dest: Annotated[Path, typer.Argument(help="folder to copy the jars into")]) -> int:
+def fetch(ctx: typer.Context, dest: Annotated[Path, typer.Argument(metavar="DEST", help="folder to copy the jars into")]) -> int:
     """Copy the Kafka connector and JDBC drivers (with their dependencies) into DEST with Maven,
     for engine.jars_dir / EOCTL_JARS_DIR on machines that cannot reach Maven Central."""
     from eoctl.engine.jars import fetch_jars

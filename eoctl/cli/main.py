@@ -60,6 +60,23 @@ def hoist_global_options(args: list[str], options: list) -> list[str]:
     return front + rest
 
 
+def _plain_arguments() -> None:
+    """typer 0.29 writes a required argument as `{RUN_ID}` in usage lines and adds its type
+    (`RUN_ID <str>`); eoctl's help writes placeholders one way, `RUN_ID`, `[ID]...` when optional.
+    tests/cli/test_main.py holds every help to it, so a typer upgrade that changes this fails there."""
+    from typer.core import TyperArgument
+
+    def usage_name(self) -> str:
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    TyperArgument._usage_display_name = usage_name
+    TyperArgument.display_type_rich = lambda self, ctx: None
+
+
+_plain_arguments()
+
+
 class _Eoctl(TyperGroup):
     """The top-level group: global options are accepted after the command too (hoist_global_options)."""
 
@@ -69,6 +86,7 @@ class _Eoctl(TyperGroup):
 
 app = typer.Typer(
     cls=_Eoctl,
+    rich_markup_mode=None,
     name="eoctl",
     help="Audit and repair exactly-once message pipelines (transactional outbox + token deduplication on Kafka).",
     epilog="Example: eoctl --config samples/basic/eoctl.toml doctor",
@@ -112,7 +130,7 @@ def global_options(
     ctx: typer.Context,
     config: Annotated[
         Optional[Path],
-        typer.Option("--config", "-c", help="configuration file (env EOCTL_CONFIG; default ./eoctl.toml)", show_default=False),
+        typer.Option("--config", "-c", metavar="PATH", help="configuration file (env EOCTL_CONFIG; default ./eoctl.toml)", show_default=False),
     ] = None,
     output: Annotated[
         OutputFormat, typer.Option("--format", "-f", help="text for people (stderr), json for scripts (stdout), markdown (audit, stdout)")
@@ -124,10 +142,10 @@ def global_options(
                                            show_default=False)
     ] = None,
     master: Annotated[
-        Optional[str], typer.Option("--master", help="Spark master, e.g. spark://host:7077 (env EOCTL_MASTER)")
+        Optional[str], typer.Option("--master", metavar="URL", help="Spark master, e.g. spark://host:7077 (env EOCTL_MASTER)")
     ] = None,
     remote: Annotated[
-        Optional[str], typer.Option("--remote", help="Spark Connect URL, e.g. sc://host:15002 (env EOCTL_REMOTE)")
+        Optional[str], typer.Option("--remote", metavar="URL", help="Spark Connect URL, e.g. sc://host:15002 (env EOCTL_REMOTE)")
     ] = None,
     version: Annotated[
         bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="print the version and exit")

@@ -14,12 +14,12 @@ from eoctl.errors import ExitCode
 
 def replay_outbox(
     ctx: typer.Context,
-    execute: Annotated[bool, typer.Option("--execute", help="replay; without it, only the stuck entries are listed")] = False,
-    stuck_after: Annotated[str, typer.Option("--stuck-after", help="entries pending longer than this are stuck")] = "15m",
-    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", help="only these endpoints' outboxes; repeatable")] = None,
-    entry: Annotated[Optional[list[str]], typer.Option("--entry", help="only this entry (its incoming message id), whatever its age; repeatable")] = None,
-    max_entries: Annotated[int, typer.Option("--max-entries", min=1, help="replay at most this many entries per run")] = 100,
-    rate: Annotated[Optional[float], typer.Option("--rate", min=0.01, help="at most this many entries per second")] = None,
+    execute: Annotated[bool, typer.Option("--execute/--dry-run", help="replay; --dry-run (the default) only lists the stuck entries")] = False,
+    stuck_after: Annotated[str, typer.Option("--stuck-after", metavar="DURATION", help="entries pending longer than this are stuck")] = "15m",
+    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="only these endpoints' outboxes; repeatable")] = None,
+    entry: Annotated[Optional[list[str]], typer.Option("--entry", metavar="MESSAGE_ID", help="only this entry (its incoming message id), whatever its age; repeatable")] = None,
+    max_entries: Annotated[int, typer.Option("--max-entries", min=1, metavar="N", help="replay at most this many entries per run")] = 100,
+    rate: Annotated[Optional[float], typer.Option("--rate", min=0.01, metavar="PER_SECOND", help="at most this many entries per second")] = None,
 ) -> int:
     """List outbox entries pending longer than --stuck-after; with --execute, finish each as the
     endpoint would: commit tokens only if none are committed yet, dispatch with the committed token

@@ -31,10 +31,10 @@ def parse_range(text: str):
 @app.command("scan", epilog="Example: eoctl --config samples/basic/eoctl.toml sources scan billing")
 def scan(
     ctx: typer.Context,
-    endpoint: Annotated[str, typer.Argument(help="endpoint whose input to read")],
+    endpoint: Annotated[str, typer.Argument(metavar="ENDPOINT", help="endpoint whose input to read")],
     ranges: Annotated[
         Optional[list[str]],
-        typer.Option("--range", help="read only TOPIC:PARTITION[:START[:END]] (END exclusive); repeatable"),
+        typer.Option("--range", metavar="RANGE", help="read only TOPIC:PARTITION[:START[:END]] (END exclusive); repeatable"),
     ] = None,
 ) -> int:
     """Read an endpoint's input (on the chosen engine) and print, per partition: records, offsets,

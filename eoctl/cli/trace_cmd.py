@@ -14,15 +14,15 @@ from eoctl.errors import ExitCode, UsageError
 
 def trace(
     ctx: typer.Context,
-    idents: Annotated[Optional[list[str]], typer.Argument(metavar="[ID]...", help="message ids (or, with --token, token ids), traced in one pass", show_default=False)] = None,
+    idents: Annotated[Optional[list[str]], typer.Argument(metavar="ID", help="message ids (or, with --token, token ids), traced in one pass", show_default=False)] = None,
     token: Annotated[bool, typer.Option("--token", help="ID is a token id")] = False,
-    by: Annotated[Optional[str], typer.Option("--by", help="find the message by a sink column, e.g. order_id=42")] = None,
-    since: Annotated[Optional[str], typer.Option(help="read only records at or after this ISO time (fast path)")] = None,
-    until: Annotated[Optional[str], typer.Option(help="read only records before this ISO time")] = None,
-    window: Annotated[str, typer.Option("--window", help="how far around what the stores know to read")] = "24h",
+    by: Annotated[Optional[str], typer.Option("--by", metavar="COLUMN=VALUE", help="find the message by a sink column, e.g. order_id=42")] = None,
+    since: Annotated[Optional[str], typer.Option(metavar="TIME", help="read only records at or after this ISO time (fast path)")] = None,
+    until: Annotated[Optional[str], typer.Option(metavar="TIME", help="read only records before this ISO time")] = None,
+    window: Annotated[str, typer.Option("--window", metavar="DURATION", help="how far around what the stores know to read")] = "24h",
     full_scan: Annotated[bool, typer.Option("--full-scan", help="read every record, whatever the stores know")] = False,
-    stuck_after: Annotated[str, typer.Option("--stuck-after", help="outbox entries pending longer are stuck")] = "15m",
-    grace: Annotated[str, typer.Option(help="tokens younger than this are not orphans")] = "24h",
+    stuck_after: Annotated[str, typer.Option("--stuck-after", metavar="DURATION", help="outbox entries pending longer are stuck")] = "15m",
+    grace: Annotated[str, typer.Option(metavar="DURATION", help="tokens younger than this are not orphans")] = "24h",
 ) -> int:
     """Everything eoctl can see about one logical message: every copy on every input topic, its
     tokens, the outbox entry that holds it and the one its processing left, intents, blobs and sink

@@ -83,8 +83,9 @@ class GcResult:
 class RestoreResult:
     command: str
     run_id: str
-    restored: dict[str, int]  # what -> rows or blobs put back
+    restored: dict[str, int]  # what -> rows or blobs put back (or, planned, that would be)
     already_restored: bool = False
+    executed: bool = True  # False: the plan of a restore, nothing changed
 
 
 def bound_to_limit(tallies: list[Tally], max_deletes: int) -> None:
@@ -259,9 +260,11 @@ def run_changing(config: Config, command: str, run_id: str, work: Callable[[Leas
     return result
 
 
-def restore_run(config: Config, command: str, run_id: str, what: str, put_back: Callable[[], int]) -> RestoreResult:
-    """Under the command's lease: `put_back` (returns how many `what` it restored), then the intents
-    the run removed; the run is then marked restored, and restoring it again does nothing."""
+def restore_run(config: Config, command: str, run_id: str, what: str, put_back: Callable[[bool], int],
+                execute: bool = True) -> RestoreResult:
+    """Under the command's lease: `put_back(True)` (returns how many `what` it restored), then the
+    intents the run removed; the run is then marked restored, and restoring it again does nothing.
+    Without `execute`, the plan: `put_back(False)` and the intents only counted, no lease taken."""
     from eoctl.errors import UsageError
     from eoctl.ops.journal import restore_table
 
@@ -270,11 +273,17 @@ def restore_run(config: Config, command: str, run_id: str, what: str, put_back: 
     if known is None or known[0] != command:
         raise UsageError(f"--restore {run_id}: no {command} run with this id in the run log")
     if known[1] == "restored":
-        return RestoreResult(command, run_id, {what: 0, "intents": 0}, already_restored=True)
+        return RestoreResult(command, run_id, {what: 0, "intents": 0}, already_restored=True, executed=execute)
+
+    def intents() -> int:
+        return sum(restore_table(it.store, it.table, it.col("intent_id"), run_id, execute)
+                   for it in StoreLayout(config).distinct_tables("intents"))
+
+    if not execute:
+        return RestoreResult(command, run_id, {what: put_back(False), "intents": intents()}, executed=False)
     with Lease(config, command, new_run_id()):
-        restored = {what: put_back()}
-        restored["intents"] = sum(restore_table(it.store, it.table, it.col("intent_id"), run_id)
-                                  for it in StoreLayout(config).distinct_tables("intents"))
+        restored = {what: put_back(True)}
+        restored["intents"] = intents()
         log.set_status(run_id, "restored")
     return RestoreResult(command, run_id, restored)
 

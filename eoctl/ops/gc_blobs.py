@@ -225,17 +225,21 @@ def purge(layout: StoreLayout, options: GcOptions) -> int:
 # --------------------------------------------------------------------------------- restore
 
 
-def restore(config: Config, run_id: str) -> RestoreResult:
-    """Move every blob a run quarantined back to its place and restore the intents it removed."""
+def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
+    """Move every blob a run quarantined back to its place and restore the intents it removed;
+    without `execute`, count what would be put back."""
 
-    def put_back() -> int:
+    def put_back(really: bool) -> int:
         back = 0
         for prefix in _prefixes(config):
             for name in _journal_rows(prefix, run_id, ("moving", "quarantined")):
                 src, dst = prefix.path(name), prefix.quarantined(run_id, name)
                 if prefix.fs.exists(dst) and not prefix.fs.exists(src):
-                    prefix.move(dst, src)
+                    if really:
+                        prefix.move(dst, src)
                     back += 1
+            if not really:
+                continue
             with open_db(prefix.store) as db:
                 with db.tx():
                     db.execute(f"update {db.table(JOURNAL)} set state = 'restored' where eoctl_run_id = %s "
@@ -243,7 +247,7 @@ def restore(config: Config, run_id: str) -> RestoreResult:
             prefix.prune(run_id)
         return back
 
-    return restore_run(config, COMMAND, run_id, "blobs", put_back)
+    return restore_run(config, COMMAND, run_id, "blobs", put_back, execute)
 
 
 def _classes(scope: Any, records: Any, dialect: Any, name: str) -> Any:

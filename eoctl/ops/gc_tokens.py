@@ -123,11 +123,12 @@ def purge(layout: StoreLayout, options: GcOptions) -> int:
 # --------------------------------------------------------------------------------- restore
 
 
-def restore(config: Config, run_id: str) -> RestoreResult:
-    """Put back every token and intent a run removed (rows the store has again are left alone)."""
-    return restore_run(config, COMMAND, run_id, "tokens", lambda: sum(
-        restore_table(t.store, t.table, t.col("token_id"), run_id)
-        for t in StoreLayout(config).distinct_tables("tokens")))
+def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
+    """Put back every token and intent a run removed (rows the store has again are left alone);
+    without `execute`, count what would be put back."""
+    return restore_run(config, COMMAND, run_id, "tokens", lambda really: sum(
+        restore_table(t.store, t.table, t.col("token_id"), run_id, really)
+        for t in StoreLayout(config).distinct_tables("tokens")), execute)
 
 
 def _classes(scope: Any, records: Any, dialect: Any, name: str) -> Any:

@@ -77,18 +77,21 @@ def intents_naming(it: EndpointTable, kind: str, refs: list[str]) -> list[str]:
             f"{in_list(refs)}", [kind, *refs])]
 
 
-def restore_table(store: StoreConfig, table: str, key: str, run_id: str) -> int:
-    """Copy a run's journaled rows back (rows whose key the table has again are left alone)."""
+def restore_table(store: StoreConfig, table: str, key: str, run_id: str, execute: bool = True) -> int:
+    """Copy a run's journaled rows back (rows whose key the table has again are left alone); without
+    `execute`, only count them."""
     journal = journal_of(table)
     with open_db(store) as db:
         cols = db.columns(table)
         if cols is None or db.columns(journal) is None:
             return 0
         col_list = ", ".join(q(x) for x in cols)
+        pending = (f"from {db.table(journal)} j where j.eoctl_run_id = %s "
+                   f"and j.{q(key)} not in (select {q(key)} from {db.table(table)})")
+        if not execute:
+            return int(db.execute(f"select count(*) {pending}", [run_id])[0][0])
         with db.tx():
-            n = db.rowcount(f"insert into {db.table(table)} ({col_list}) select {col_list} from {db.table(journal)} j "
-                            f"where j.eoctl_run_id = %s and j.{q(key)} not in (select {q(key)} from {db.table(table)})",
-                            [run_id])
+            n = db.rowcount(f"insert into {db.table(table)} ({col_list}) select {col_list} {pending}", [run_id])
             db.execute(f"delete from {db.table(journal)} where eoctl_run_id = %s", [run_id])
     return n
 

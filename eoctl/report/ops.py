@@ -114,6 +114,10 @@ def render_restore(result: RestoreResult, console: Console) -> None:
         console.print(f"run {result.run_id} was already restored; nothing to do")
         return
     done = ", ".join(f"{n} {k}" for k, n in result.restored.items())
+    if not result.executed:
+        console.print(f"[bold]eoctl {result.command}[/] would restore run {result.run_id}: {done} to put back "
+                      "(plan only, nothing changed; add --execute)")
+        return
     console.print(f"[bold]eoctl {result.command}[/] restored run {result.run_id}: {done} put back")
 
 

@@ -46,7 +46,7 @@ def test_markdown_to_a_file_and_fail_on_below_the_worst(spark_jars: Path, tmp_pa
 @pytest.mark.parametrize(("args", "message"), [
     (["--select", "EO999"], "--select 'EO999': no such finding code"),
     (["--grace", "soon"], "--grace 'soon': expected a duration like 90s, 15m, 24h or 7d"),
-    (["--fail-on", "fatal"], "severity 'fatal': expected info, warning, error or critical"),
+    (["--fail-on", "fatal"], "'--fail-on': Value error, 'fatal' is not one of 'info', 'warning', 'error', 'critical'"),
     (["--since", "yesterday"], "--since 'yesterday': expected an ISO time"),
     (["--endpoint", "nope"], "unknown endpoint 'nope' (configured: billing, shipping, shop)"),
     # a typo in a topic must not look like a clean topic (0 records scanned)

@@ -74,7 +74,7 @@ def test_gc_tokens_cron_run_one_json_line_and_metrics(spark_jars: Path, chaos: P
 
 
 @pytest.mark.parametrize(("args", "message", "code"), [
-    (["gc-tokens", "--restore", "20261121T000000Z-00000000"], "add --execute to run it", 2),
+    (["gc-tokens", "--restore", "20261121T000000Z-00000000"], "no gc-tokens run with this id", 2),
     (["gc-blobs", "--grace", "later"], "--grace 'later': expected a duration", 2),
     (["gc-tokens", "--max-deletes", "0"], "--max-deletes", 2),
     (["gc-tokens", "--endpoint", "nope"], "unknown endpoint 'nope'", 2),
@@ -83,3 +83,15 @@ def test_gc_tokens_cron_run_one_json_line_and_metrics(spark_jars: Path, chaos: P
 def test_bad_gc_options_are_one_line_errors(chaos: Path, args: list[str], message: str, code: int) -> None:
     result = run_eoctl("--config", str(chaos), *args)
     assert result.code == code and message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.integration
+def test_dry_run_is_the_plan_and_the_later_of_execute_or_dry_run_wins(chaos: Path) -> None:
+    state = (chaos.parent / "state.duckdb").read_bytes()
+    for flags in (["--dry-run"], ["--execute", "--dry-run"]):
+        result = run_eoctl("--config", str(chaos), "--engine", "duckdb", "--format", "json", "gc-tokens",
+                           "--grace", "0s", *flags)
+        assert result.code == 0, result.stderr
+        plan = json.loads(result.stdout)
+        assert plan["executed"] is False and plan["planned"] == 1 and plan["deleted"] == 0
+    assert (chaos.parent / "state.duckdb").read_bytes() == state

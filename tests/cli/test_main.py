@@ -176,3 +176,16 @@ def test_no_command_prints_the_help_and_exits_0() -> None:
     assert short.code == 0 and short.stdout.strip() == f"eoctl {__version__}"
     completion = run_eoctl("--show-completion", "bash", env={"SHELL": "/bin/bash"})
     assert completion.code == 0 and "complete" in completion.stdout
+
+
+@pytest.mark.parametrize("path", [[]] + _leaf_commands(), ids=lambda p: " ".join(p) or "eoctl")
+def test_help_shows_flags_as_flags_choices_as_choices_and_cuts_nothing(path: list[str]) -> None:
+    result = run_eoctl(*path, "--help", env={"COLUMNS": "80"})
+    assert result.code == 0
+    text = result.stdout
+    for wrong in ("<bool>", "<str>", "<list", "<int", "<float", "<path>", "[[", "…"):
+        assert wrong not in text, f"{wrong!r} in the help of {' '.join(path) or 'eoctl'}"
+    assert "{" not in text.splitlines()[0]  # the usage line: RUN_ID, not {RUN_ID}
+    assert all(len(line) <= 80 for line in text.splitlines())
+    if path == ["audit"]:
+        assert "--fail-on <info|warning|error|critical>" in text and "--transaction-timeout DURATION" in text

@@ -63,6 +63,12 @@ def test_gc_collects_the_injected_garbage_and_nothing_else_then_restores_it(spar
     assert gc_blobs.gc_blobs(spark, chaos.config, options).totals()["deleted"] == 0
     assert snapshot(chaos) == after
 
+    # --restore without --execute says what it would put back, and changes nothing
+    planned = gc_tokens.restore(chaos.config, tokens.run_id, execute=False)
+    assert not planned.executed and planned.restored == {"tokens": len(token_rows), "intents": len(token_rows)}
+    assert gc_blobs.restore(chaos.config, blobs.run_id, execute=False).restored == {"blobs": len(files),
+                                                                                    "intents": len(files)}
+    assert snapshot(chaos) == after
     # --restore puts back exactly what was removed; restoring twice is harmless
     assert gc_tokens.restore(chaos.config, tokens.run_id).restored == {"tokens": len(token_rows),
                                                                        "intents": len(token_rows)}
