@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -13,6 +12,7 @@ from eoctl.config.model import Config
 from eoctl.errors import UsageError
 from eoctl.options import AuditOptions
 from eoctl.report.findings import CATALOG, AuditReport, Finding
+from eoctl.run_ids import new_run_id
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,7 +52,7 @@ def run_audit(
     from eoctl.engine.spark_audit import SparkRun
 
     step = progress or (lambda _m: None)
-    run_id = uuid.uuid4().hex[:12]
+    run_id = new_run_id()
     endpoints = {n: config.endpoint(n) for n in options.endpoints or list(config.endpoints)}
     _check_since_last(options)
     base = None
@@ -69,7 +69,7 @@ def run_audit(
         report.scanned["records"] = total = records.record_count()  # the one scan of the source all checks share
         stats = records.fresh_stats if options.since_last or index_path else []
         report.run["scan"] = incremental.scan_summary(records.base, records.fallback, options.since_last, total,
-                                                      sum(row[4] for row in stats))
+                                                      sum(row[4] for row in stats), config, keep)
         if records.base is not None:
             report.run["scan"]["continued"] = []  # every check runs over every record: no state to continue
         report.notes = engine.scope.layout.notes(list(endpoints))
@@ -112,7 +112,7 @@ def run_audit_duckdb(config: Config, options: AuditOptions, codes: list[str],
 
     _check_since_last(options)
     endpoints = options.endpoints or list(config.endpoints)
-    report = run_on_duckdb(config, options, codes, _run(uuid.uuid4().hex[:12], "duckdb", options, endpoints, codes),
+    report = run_on_duckdb(config, options, codes, _run(new_run_id(), "duckdb", options, endpoints, codes),
                            progress or (lambda _m: None))
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     return report

@@ -17,6 +17,9 @@ class ExitCode(IntEnum):
     RUNTIME = 3
     #: another run of the same command holds the lease (gc, replay): nothing was changed
     LOCKED = 4
+    #: trace: an id matched nothing on the topics read, in the stores or the sinks (a typo, or
+    #: outside the span read); a verdict to act on on another id still exits 1
+    NOT_FOUND = 5
     #: stopped by SIGINT (Ctrl-C): nothing half-written; a changing command's next run finishes it
     INTERRUPTED = 130
     #: stopped by SIGTERM, the same way

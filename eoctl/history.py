@@ -105,6 +105,15 @@ def record(config: Config, report: AuditReport) -> str:
     return run["id"]
 
 
+def count_runs(config: Config) -> int:
+    """How many runs the findings history holds (0 when there is none yet)."""
+    try:
+        with history_db(config, create=False) as db:
+            return int(db.execute(f"select count(*) from {db.table(RUNS)}")[0][0])
+    except UsageError:
+        return 0
+
+
 def indexed_runs(config: Config, limit: int = 10) -> list[tuple[str, str]]:
     """(run id, record index JSON) of the newest runs that kept a record index, newest first; none
     when there is no history yet (or one written before record indexes existed)."""

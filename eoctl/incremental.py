@@ -297,15 +297,34 @@ def index_ends(plans: dict[str, list[PartitionPlan]], stats: list) -> dict[str, 
 
 
 def scan_summary(base: RecordIndex | None, fallback: str | None, since_last: bool, total: int,
-                 fresh: int) -> dict[str, object]:
-    """How the records were read: all from the source, or continuing from a recorded run's index."""
+                 fresh: int, config: Config | None = None, keeps: bool = False) -> dict[str, object]:
+    """How the records were read: all from the source, or continuing from a recorded run's index.
+    `keeps`: this run keeps a record index (said when there was none to continue from)."""
     if base is not None:
         return {"mode": "incremental", "base_run": base.run_id, "new_records": fresh,
                 "indexed_records": total - fresh}
     out: dict[str, object] = {"mode": "full", "new_records": total, "indexed_records": 0}
     if since_last:
-        out["reason"] = fallback or NO_BASE
+        out["reason"] = fallback or (no_base_reason(config, keeps) if config is not None else NO_BASE)
     return out
+
+
+def no_base_reason(config: Config, keeps: bool) -> str:
+    """Why there was no run to continue from, and how the next --since-last will have one: runs
+    the findings history lists kept no index unless they were recorded `--since-last` runs."""
+    from eoctl.history import count_runs, indexed_runs
+
+    recorded, indexed = count_runs(config), len(indexed_runs(config))
+    if not recorded:
+        why = "the findings history has no run yet"
+    elif not indexed:
+        why = (f"the {recorded} recorded run(s) kept no record index: only a recorded `eoctl audit --since-last` "
+               "keeps one")
+    else:
+        why = "no recorded index covers these inputs as configured now, or its files are gone"
+    then = ("this run keeps one, and the next --since-last continues from it" if keeps else
+            "a recorded run (without --no-record) keeps one")
+    return f"{NO_BASE} ({why}; {then})"
 
 
 # ------------------------------------------------------------------------- index lifecycle

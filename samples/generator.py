@@ -338,7 +338,10 @@ watermark_column = "applied_at"
 
 [endpoints.billing.input]
 topics = ["{spec.topic}"]
-{source}"""
+{source}
+[history]  # beside the state (default: the user's state folder)
+path = "eoctl-history.duckdb"
+"""
 
 
 def _parse_mix(text: str) -> dict[str, float]:

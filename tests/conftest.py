@@ -14,6 +14,24 @@ import pytest
 from tests.helpers.servers import unavailable
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Configurations the tests write keep their findings history in the user's state folder by
+    # default: a folder of the session's own, inherited by every eoctl the tests start.
+    import os
+    import tempfile
+
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="eoctl-test-state-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import os
+    import shutil
+
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if "eoctl-test-state-" in state:
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--scale", action="store_true",
                      help="also run the tests marked scale (tens of minutes; README, Development)")

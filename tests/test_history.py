@@ -70,7 +70,10 @@ def test_a_repair_between_two_audits_shows_as_exactly_what_it_resolved(spark, sp
     # the same through the CLI, as JSON
     env = {"EOCTL_JARS_DIR": str(spark_jars)}
     listed = run_eoctl("--config", str(chaos.config_path), "--format", "json", "findings", "list", env=env)
-    assert listed.code == 0 and [r["run_id"] for r in json.loads(listed.stdout)] == [second.run["id"], first.run["id"]]
+    assert listed.code == 0 and [r["run_id"] for r in json.loads(listed.stdout)["runs"]] == [second.run["id"],
+                                                                                       first.run["id"]]
+    assert json.loads(listed.stdout)["schema"] == "eoctl.findings-list/v1"
+    assert "T" in json.loads(listed.stdout)["runs"][0]["started_at"]  # ISO 8601, as every command's JSON
     shown = json.loads(run_eoctl("--config", str(chaos.config_path), "--format", "json", "findings", "show",
                                  first.run["id"], env=env).stdout)
     assert {f["code"] for f in shown["findings"]} == {f.code for f in first.findings}

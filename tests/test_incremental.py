@@ -209,7 +209,14 @@ def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(tmp_path:
     """On the DuckDB engine: choosing the base run is the same code on both."""
     chaos = recorded_copy(tmp_path)
     alone = run_audit_duckdb(chaos.config, _options(since_last=True), CODES)
-    assert alone.run["scan"]["mode"] == "full" and alone.run["scan"]["reason"] == incremental.NO_BASE
+    assert alone.run["scan"]["mode"] == "full" and alone.run["scan"]["reason"].startswith(incremental.NO_BASE)
+    assert "the findings history has no run yet" in alone.run["scan"]["reason"]
+    # a recorded run without --since-last keeps no index: said so, with how to start one
+    incremental.record(None, chaos.config, run_audit_duckdb(chaos.config, settled(), CODES))
+    unindexed = run_audit_duckdb(chaos.config, _options(since_last=True, keep_index=True), CODES)
+    assert unindexed.run["scan"]["mode"] == "full"
+    assert ("the 1 recorded run(s) kept no record index: only a recorded `eoctl audit --since-last` keeps one; "
+            "this run keeps one") in unindexed.run["scan"]["reason"]
     _audit_on("duckdb", None, chaos.config)
 
     # the same endpoints, but shipping reads another archive: its index rows are not that input's
@@ -221,7 +228,8 @@ def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(tmp_path:
     changed = load_config(other)
     report = run_audit_duckdb(changed, _options(since_last=True), CODES)
     assert report.run["scan"] == {"mode": "full", "new_records": report.scanned["records"], "indexed_records": 0,
-                                  "reason": incremental.NO_BASE}
+                                  "reason": incremental.no_base_reason(changed, False)}
+    assert "no recorded index covers these inputs" in report.run["scan"]["reason"]
 
     # a subset of the recorded endpoints continues from it
     subset = run_audit_duckdb(chaos.config, _options(since_last=True, endpoints=["shipping"]), CODES)

@@ -55,9 +55,7 @@ def audit(
     since_last: Annotated[bool, typer.Option("--since-last", help="read from the source only the offsets added since the last recorded run; the rest from its record index")] = False,
 ) -> int:
     """Scan the configured topics, stores, blob prefixes and sinks (read-only) and report every
-    finding of the catalog with its evidence; exit 1 when one is at or above --fail-on.
-
-    Example: eoctl --format json audit --since-last --fail-on critical"""
+    finding of the catalog with its evidence; exit 1 when one is at or above --fail-on."""
     from eoctl.audit import run_audit, run_audit_duckdb, select_codes
     from eoctl.cli.sources_cmd import parse_range
     from eoctl.options import AuditOptions
@@ -108,22 +106,25 @@ def audit(
             record_run(None if on_duckdb else spark, config, report)
         except EoctlError as exc:  # the audit itself succeeded: say so, and why it was not recorded
             stderr.print(f"eoctl: warning: the run was not recorded in the findings history: {exc.one_line()}")
-    if app.output is OutputFormat.json:
+    fmt = app.format_for(output)  # `--output r.json` is JSON unless --format says otherwise
+    if fmt is OutputFormat.json:
         text = render_json(report)
-    elif app.output is OutputFormat.markdown:
+    elif fmt is OutputFormat.markdown:
         text = render_markdown(report)
     else:
         text = None
     if output is not None:
         if text is None:
+            import io
+
             from rich.console import Console
 
-            with open(output, "w", encoding="utf-8") as fh:
-                render_text(report, Console(file=fh, width=160, highlight=False))
-        else:
-            tmp = output.with_suffix(output.suffix + ".partial")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(output)  # never a half-written report
+            buffer = io.StringIO()
+            render_text(report, Console(file=buffer, width=160, highlight=False, color_system=None))
+            text = buffer.getvalue()
+        tmp = output.with_suffix(output.suffix + ".partial")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(output)  # never a half-written report
         stderr.print(f"report written to {output}")
     elif text is not None:
         typer.echo(text, nl=False)

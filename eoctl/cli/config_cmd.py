@@ -5,12 +5,12 @@ from __future__ import annotations
 import typer
 
 from eoctl.cli.context import AppContext
-from eoctl.cli.output import emit_json, stderr
+from eoctl.cli.output import emit_json, example, stderr
 
 app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 
 
-@app.command("check", epilog="Example: eoctl --config samples/basic/eoctl.toml config check")
+@app.command("check", epilog=example("eoctl --config samples/basic/eoctl.toml config check"))
 def check(ctx: typer.Context) -> int:
     """Validate the configuration file and print it resolved (defaults filled in, paths made
     absolute, ${ENV} interpolated), with every secret masked; every configured local file or
@@ -25,7 +25,8 @@ def check(ctx: typer.Context) -> int:
     resolved = masked(config)
     missing = missing_paths(config)
     if app_ctx.json:
-        emit_json({"config": str(app_ctx.config_path), "valid": True, "missing_paths": missing, "resolved": resolved})
+        emit_json({"config": str(app_ctx.config_path), "valid": True, "missing_paths": missing, "resolved": resolved},
+                  schema="eoctl.config-check/v1")
     else:
         stderr.print(f"[green]{app_ctx.config_path}: valid[/]")
         render_mapping(resolved, stderr)

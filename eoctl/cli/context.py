@@ -32,12 +32,21 @@ class AppContext:
     master: str | None = None
     remote: str | None = None
     engine: str | None = None  # --engine
+    format_given: bool = False  # --format on the command line (else an --output's extension decides)
     _config: Config | None = field(default=None, repr=False)
     _spark: Any = field(default=None, repr=False)
 
     @property
     def json(self) -> bool:
         return self.output is OutputFormat.json
+
+    def format_for(self, output: Path | None) -> OutputFormat:
+        """The format of what goes to `output`: --format when given, else the file's extension
+        (.json, .md), else text."""
+        if self.format_given or output is None:
+            return self.output
+        return {".json": OutputFormat.json, ".md": OutputFormat.markdown,
+                ".markdown": OutputFormat.markdown}.get(output.suffix.lower(), OutputFormat.text)
 
     def config(self) -> Config:
         """Load and validate the configuration once; flags override env, env overrides the file."""

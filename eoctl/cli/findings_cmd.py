@@ -7,12 +7,12 @@ from typing import Annotated
 import typer
 
 from eoctl.cli.context import AppContext
-from eoctl.cli.output import emit_json, stderr
+from eoctl.cli.output import emit_json, example, stderr
 
 app = typer.Typer(help="The findings history: every audit run, recorded.", no_args_is_help=True)
 
 
-@app.command("list", epilog="Example: eoctl --config samples/chaos/eoctl.toml findings list")
+@app.command("list", epilog=example("eoctl --config samples/chaos/eoctl.toml findings list"))
 def list_runs(ctx: typer.Context,
               limit: Annotated[int, typer.Option("--limit", "-n", min=1, metavar="N", help="newest runs to list")] = 20) -> int:
     """The recorded audit runs, newest first: when, which configuration, counts per code."""
@@ -24,13 +24,13 @@ def list_runs(ctx: typer.Context,
     app_ctx: AppContext = ctx.obj
     found = runs(app_ctx.config(), limit)
     if app_ctx.json:
-        emit_json([asdict(r) for r in found])
+        emit_json({"runs": [asdict(r) for r in found]}, schema="eoctl.findings-list/v1")
     else:
         render_runs(found, stderr)
     return 0
 
 
-@app.command("show", epilog="Example: eoctl --config samples/chaos/eoctl.toml findings show last")
+@app.command("show", epilog=example("eoctl --config samples/chaos/eoctl.toml findings show last"))
 def show(ctx: typer.Context, run: Annotated[str, typer.Argument(metavar="RUN_ID", help="run id, or last / previous")]) -> int:
     """One recorded run: its findings and their evidence, as the audit reported them."""
     from dataclasses import asdict
@@ -41,13 +41,13 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(metavar="RUN_ID"
     app_ctx: AppContext = ctx.obj
     recorded = show_run(app_ctx.config(), run)
     if app_ctx.json:
-        emit_json({"run": asdict(recorded.summary), "findings": recorded.findings})
+        emit_json({"run": asdict(recorded.summary), "findings": recorded.findings}, schema="eoctl.findings-show/v1")
     else:
         render_recorded(recorded, stderr)
     return 0
 
 
-@app.command("diff", epilog="Example: eoctl --config samples/chaos/eoctl.toml findings diff previous last")
+@app.command("diff", epilog=example("eoctl --config samples/chaos/eoctl.toml findings diff previous last"))
 def diff(ctx: typer.Context,
          run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="the earlier run (id, last or previous)")],
          run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="the later run (id, last or previous)")]) -> int:
@@ -62,7 +62,7 @@ def diff(ctx: typer.Context,
     result = diff_runs(app_ctx.config(), run_a, run_b)
     if app_ctx.json:
         emit_json({"run_a": result.run_a, "run_b": result.run_b, "totals": result.totals(),
-                   "changes": [asdict(c) for c in result.changes]})
+                   "changes": [asdict(c) for c in result.changes]}, schema="eoctl.findings-diff/v1")
     else:
         render_diff(result, stderr)
     return 0

@@ -23,6 +23,7 @@ from eoctl.cli import (
     trace_cmd,
 )
 from eoctl.cli.context import AppContext, EngineKind, OutputFormat
+from eoctl.cli.output import example
 from eoctl.errors import EoctlError, ExitCode, Interrupted
 from eoctl.secrets import mask_text
 
@@ -89,7 +90,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     name="eoctl",
     help="Audit and repair exactly-once message pipelines (transactional outbox + token deduplication on Kafka).",
-    epilog="Example: eoctl --config samples/basic/eoctl.toml doctor",
+    epilog=example("eoctl --config samples/basic/eoctl.toml doctor"),
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
@@ -101,22 +102,15 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(sources_cmd.app, name="sources")
 app.add_typer(jars_cmd.app, name="jars")
 app.add_typer(findings_cmd.app, name="findings")
-app.command("audit", epilog="Example: eoctl --config samples/chaos/eoctl.toml audit --grace 0s --fail-on critical")(
-    audit_cmd.audit
-)
-app.command("doctor", epilog="Example: eoctl --config samples/basic/eoctl.toml doctor")(doctor_cmd.doctor)
-app.command("reconcile-tokens", epilog="Example: eoctl --config samples/chaos/eoctl.toml reconcile-tokens --grace 0s")(
-    gc_cmd.reconcile_tokens
-)
-app.command("gc-tokens", epilog="Example: eoctl --config eoctl.toml --format json gc-tokens --execute "
-            "--metrics-file /var/lib/node_exporter/eoctl_gc_tokens.prom")(gc_cmd.gc_tokens)
-app.command("gc-blobs", epilog="Example: eoctl --config eoctl.toml gc-blobs --grace 48h --execute")(gc_cmd.gc_blobs)
-app.command("replay-outbox", epilog="Example: eoctl --config eoctl.toml replay-outbox --stuck-after 30m --execute")(
-    replay_cmd.replay_outbox
-)
-app.command("trace", epilog="Example: eoctl --config samples/chaos/eoctl.toml trace --by order_id=30")(
-    trace_cmd.trace
-)
+_CHAOS = "eoctl --config samples/chaos/eoctl.toml"
+app.command("audit", epilog=example(f"{_CHAOS} audit --grace 0s --fail-on critical",
+                                    f"{_CHAOS} --format json audit --since-last"))(audit_cmd.audit)
+app.command("doctor", epilog=example("eoctl --config samples/basic/eoctl.toml doctor"))(doctor_cmd.doctor)
+app.command("reconcile-tokens", epilog=example(f"{_CHAOS} reconcile-tokens --grace 0s"))(gc_cmd.reconcile_tokens)
+app.command("gc-tokens", epilog=example(f"{_CHAOS} gc-tokens --grace 0s --dry-run"))(gc_cmd.gc_tokens)
+app.command("gc-blobs", epilog=example(f"{_CHAOS} gc-blobs --grace 0s"))(gc_cmd.gc_blobs)
+app.command("replay-outbox", epilog=example(f"{_CHAOS} replay-outbox --stuck-after 30m"))(replay_cmd.replay_outbox)
+app.command("trace", epilog=example(f"{_CHAOS} trace --by order_id=30"))(trace_cmd.trace)
 
 
 def _version(value: bool) -> None:
@@ -133,8 +127,10 @@ def global_options(
         typer.Option("--config", "-c", metavar="PATH", help="configuration file (env EOCTL_CONFIG; default ./eoctl.toml)", show_default=False),
     ] = None,
     output: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="text for people (stderr), json for scripts (stdout), markdown (audit, stdout)")
-    ] = OutputFormat.text,
+        Optional[OutputFormat], typer.Option("--format", "-f", help="text for people (stderr; the default), json "
+                                             "for scripts (stdout), markdown (audit only, stdout); with --output, "
+                                             "the file's extension when not given", show_default=False)
+    ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks and Spark's own logs")] = False,
     engine: Annotated[
         Optional[EngineKind], typer.Option("--engine", help="duckdb: one machine, in process; spark: the pipeline's "
@@ -159,13 +155,18 @@ def global_options(
     remove_stale()  # what killed runs left (eoctl.scratch): every command, it costs a listing
     if master and remote:
         raise typer.BadParameter("use --master or --remote, not both", param_hint="--remote")
-    ctx.obj = AppContext(resolve_config_path(config), output, debug, master, remote,
-                         engine.value if engine else None)
+    if output is OutputFormat.markdown and ctx.invoked_subcommand not in MARKDOWN_COMMANDS:
+        raise typer.BadParameter(f"only {', '.join(MARKDOWN_COMMANDS)} writes Markdown; "
+                                 f"{ctx.invoked_subcommand} writes text or json", param_hint="'--format markdown'")
+    ctx.obj = AppContext(resolve_config_path(config), output or OutputFormat.text, debug, master, remote,
+                         engine.value if engine else None, format_given=output is not None)
     # closed by main(), after an error is described: Spark's error messages live in its JVM
     _contexts.append(ctx.obj)
 
 
 _contexts: list[AppContext] = []
+#: the commands that write Markdown (an incident ticket's report); the others refuse it (exit 2)
+MARKDOWN_COMMANDS = ("audit",)
 
 
 def main(argv: list[str] | None = None) -> None:

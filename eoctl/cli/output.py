@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -35,16 +36,48 @@ if not stderr.is_terminal:  # logs and CI: wide rows rather than 80-column wrapp
     stderr.width = 160
 
 
-def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(redact(data), indent=2, default=str, sort_keys=False) + "\n")
+def example(*commands: str) -> str:
+    """A help epilog of example lines, never rewrapped (`\b`): each can be pasted whole, and a test
+    runs each from the repository's root against the samples."""
+    return "\b\n" + "\n".join(f"Example: {c}" for c in commands)
+
+
+def _plain(value: Any) -> Any:
+    """What json cannot write: times as ISO 8601 (with the `T`, and the offset they carry)."""
+    import datetime as dt
+
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    return str(value)
+
+
+def emit_json(data: Any, schema: str | None = None) -> None:
+    """One JSON document on stdout, secrets masked; `schema` (every command's JSON names its own,
+    `eoctl.<command>/v1`) leads the object."""
+    if schema is not None:
+        data = {"schema": schema, **{k: v for k, v in data.items() if k != "schema"}}
+    sys.stdout.write(json.dumps(redact(data), indent=2, default=_plain, sort_keys=False) + "\n")
     sys.stdout.flush()
 
 
 @contextmanager
 def progress(enabled: bool = True) -> Iterator[Callable[[str], None]]:
-    """A spinner on stderr whose text the work updates; silent when stderr is not a terminal."""
-    if not enabled or not stderr.is_terminal:
-        yield lambda _msg: None
+    """On a terminal, a spinner on stderr whose text the work updates (`enabled`: text output).
+    Elsewhere (cron, a pipe, CI), whatever the format: one line per phase on stderr with the time
+    since the command started, `eoctl: [12.3s] reading the store tables`, and the total at the
+    end, so a long run under cron is never silent for minutes."""
+    if stderr.is_terminal:
+        if not enabled:
+            yield lambda _msg: None
+            return
+        with stderr.status("starting") as status:
+            yield lambda msg: status.update(msg)
         return
-    with stderr.status("starting") as status:
-        yield lambda msg: status.update(msg)
+    started = time.monotonic()
+
+    def line(msg: str) -> None:
+        stderr.print(f"eoctl: [{time.monotonic() - started:.1f}s] {msg}", markup=False, highlight=False,
+                     soft_wrap=True)
+
+    yield line
+    line("done")

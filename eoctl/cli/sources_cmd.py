@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl.cli.context import AppContext
-from eoctl.cli.output import emit_json, progress, stderr
+from eoctl.cli.output import emit_json, example, progress, stderr
 from eoctl.errors import UsageError
 
 app = typer.Typer(help="Read the configured topics and archives.", no_args_is_help=True)
@@ -28,7 +28,7 @@ def parse_range(text: str):
         raise UsageError(f"--range {text!r}: expected TOPIC:PARTITION[:START[:END]], e.g. orders:0:100:200") from None
 
 
-@app.command("scan", epilog="Example: eoctl --config samples/basic/eoctl.toml sources scan billing")
+@app.command("scan", epilog=example("eoctl --config samples/basic/eoctl.toml sources scan billing"))
 def scan(
     ctx: typer.Context,
     endpoint: Annotated[str, typer.Argument(metavar="ENDPOINT", help="endpoint whose input to read")],
@@ -63,7 +63,7 @@ def scan(
             step(f"reading {endpoint}'s input")
             summary = summarize_input(spark, config, endpoint, offset_ranges or None)
     if app_ctx.json:
-        emit_json(summary.to_dict())
+        emit_json(summary.to_dict(), schema="eoctl.sources-scan/v1")
     else:
         render_summary(summary, stderr)
     return 0

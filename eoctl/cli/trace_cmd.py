@@ -28,8 +28,8 @@ def trace(
     tokens, the outbox entry that holds it and the one its processing left, intents, blobs and sink
     rows, as a timeline, with the catalog's findings on it and a verdict (processed once, processed
     twice, will be processed twice, in flight, lost, ghost). Several ids are traced in one pass.
-    Exit 1 when a verdict is processed twice, will be processed twice, lost, ghost or nothing was
-    found."""
+    Exit 1 when a verdict is processed twice, will be processed twice, lost or ghost; else 5 when
+    an id matched nothing (a typo reads differently from data loss)."""
     from eoctl.trace import Lookup, TraceOptions, run_trace
 
     app: AppContext = ctx.obj
@@ -65,4 +65,6 @@ def trace(
         from eoctl.report.trace import render_trace
 
         render_trace(result, stderr)
-    return int(ExitCode.FINDINGS if result.worst_is_bad() else ExitCode.OK)
+    if result.worst_is_bad():
+        return int(ExitCode.FINDINGS)
+    return int(ExitCode.NOT_FOUND if result.nothing_found() else ExitCode.OK)

@@ -153,7 +153,7 @@ def load_config(
             _set_engine(raw, key, value)
 
     try:
-        return Config.model_validate(raw, context={"base_dir": path.resolve().parent})
+        return Config.model_validate(raw, context={"base_dir": path.resolve().parent, "source": path.resolve()})
     except ValidationError as exc:
         errors = exc.errors()
         more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""

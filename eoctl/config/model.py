@@ -41,6 +41,26 @@ def _resolve_uri(value: str, info: ValidationInfo) -> str:
 
 
 LocalPath = Annotated[str, AfterValidator(_resolve_path)]
+
+
+def state_dir() -> Path:
+    """eoctl's folder of the user's state: $XDG_STATE_HOME/eoctl, else ~/.local/state/eoctl."""
+    import os
+
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "eoctl"
+
+
+def default_history_path(config_file: Path | None) -> Path:
+    """One findings history per configuration file, in the user's state folder, named after the
+    file's folder and a digest of its absolute path (two configurations never share one)."""
+    import hashlib
+
+    if config_file is None:
+        return state_dir() / "default" / "eoctl-history.duckdb"
+    resolved = config_file.resolve()
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
+    return state_dir() / f"{resolved.parent.name or 'root'}-{digest}" / "eoctl-history.duckdb"
 Uri = Annotated[str, AfterValidator(_resolve_uri)]
 
 
@@ -331,8 +351,19 @@ class OpsConfig(Strict):
 class HistoryConfig(Strict):
     """Where every audit run is recorded for `eoctl findings` (and `audit --since-last`)."""
 
-    path: LocalPath = Field("eoctl-history.duckdb", validate_default=True,
-                            description="DuckDB file of the findings history (relative to this file)")
+    @field_validator("path", mode="after")
+    @classmethod
+    def _default_path(cls, value: str | None, info: ValidationInfo) -> str:
+        # Not beside the configuration: for /etc/eoctl/eoctl.toml that would be /etc, and a
+        # read-only audit must not need to write there.
+        if value is not None:
+            return value
+        source = (info.context or {}).get("source")
+        return str(default_history_path(Path(source) if source else None))
+
+    path: LocalPath | None = Field(
+        None, validate_default=True, description="DuckDB file of the findings history (relative to this file); default: in the user's "
+        "state folder ($XDG_STATE_HOME/eoctl, else ~/.local/state/eoctl), one per configuration file")
     store: str | None = Field(None, description="record in this [stores.*] entry instead (e.g. PostgreSQL)")
     records: LocalPath | None = Field(
         None,

@@ -123,7 +123,8 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
         index = index or duckdb_index.IndexRun()
         stats = duckdb_index.fresh_stats(con) if index.base is not None or index.partial else []
         fresh = sum(row[4] for row in stats) if index.base is not None else total
-        report.run["scan"] = incremental.scan_summary(index.base, index.fallback, options.since_last, total, fresh)
+        report.run["scan"] = incremental.scan_summary(index.base, index.fallback, options.since_last, total, fresh,
+                                                      config, bool(index.partial))
         if index.base is not None:
             report.run["scan"]["continued"] = []  # every check runs over every record: no state to continue
         report.notes = scope.layout.notes(list(scope.endpoints))

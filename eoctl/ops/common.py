@@ -6,7 +6,6 @@ import datetime as dt
 import os
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,13 +15,9 @@ from eoctl.config.model import Config, EndpointConfig
 from eoctl.errors import Interrupted
 from eoctl.interrupts import deferred
 from eoctl.ops.lease import Lease, RunLog
+from eoctl.run_ids import new_run_id
 from eoctl.secrets import mask_text
 from eoctl.stores.layout import StoreLayout
-
-
-def new_run_id() -> str:
-    """Sortable by time, unique across hosts: 20261121T031500Z-1a2b3c4d."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
 
 
 @dataclass
@@ -190,12 +185,15 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
         return plan
 
     if not options.execute:
+        started = time.monotonic()
         plan = planned()
         try:
-            return GcResult(kind.command, run_id, False, grace, plan.tallies, plan.sample(options.evidence_rows),
-                            notes=layout.notes(options.endpoints))
+            result = GcResult(kind.command, run_id, False, grace, plan.tallies, plan.sample(options.evidence_rows),
+                              notes=layout.notes(options.endpoints))
         finally:
             plan.release()
+        result.duration_seconds = time.monotonic() - started  # the plan's wall time, as an execution's
+        return result
 
     def work(lease: Lease, log: RunLog) -> GcResult:
         progress("finishing interrupted runs")

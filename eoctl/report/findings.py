@@ -34,6 +34,20 @@ class Severity(IntEnum):
 
 
 @dataclass(frozen=True)
+class Remedy:
+    """What a finding means and what to do about it, declared with its code (docs/findings.md is
+    generated from these). `command`: the first eoctl command to run; `{column}` is filled from
+    the finding's first evidence row, `{endpoint}` from the finding; a value it lacks stays an
+    UPPERCASE placeholder."""
+
+    cause: str
+    risk: str
+    fix: str
+    verify: str
+    command: str = ""
+
+
+@dataclass(frozen=True)
 class CodeInfo:
     """One finding code, declared once: `--select`, the findings history's item identity and the
     findings trace reports for a message read it from here."""
@@ -49,55 +63,187 @@ class CodeInfo:
     #: them); empty: not about one message (a gap, a partition, a transaction, a sink key). `eoctl
     #: trace` runs the codes that have them over one message's rows and keeps the rows naming it.
     names_message: tuple[str, ...] = ()
+    remedy: Remedy | None = None
 
     @property
     def message_scoped(self) -> bool:
         return bool(self.names_message)
 
+    @property
+    def anchor(self) -> str:
+        """The stable link to this code's section of the findings guide."""
+        return f"docs/findings.md#{self.code.lower()}"
+
 
 _C = CodeInfo
+_R = Remedy
 CATALOG: dict[str, CodeInfo] = {
     c.code: c
     for c in [
         _C("EO101", "topics", Severity.INFO, "redelivered copy: same message id and token at another offset",
-           ("topic", "message_id", "token_id"), ("message_id",)),
+           ("topic", "message_id", "token_id"), ("message_id",),
+           remedy=_R("the consumer received a record again (a rebalance, a retry before the offset was committed): at-least-once delivery",
+                     "none: the token is gone after the first processing, so the copy is dropped as a duplicate; "
+                     "many of them cost throughput",
+                     "nothing to repair; if they grow, look at the consumer group's rebalances and commit interval",
+                     "the trace's verdict is processed once", "eoctl trace {message_id}")),
         _C("EO102", "topics", Severity.CRITICAL, "one message id under several tokens: will be processed twice",
-           ("topic", "message_id"), ("message_id",)),
+           ("topic", "message_id"), ("message_id",),
+           remedy=_R("the sender dispatched the same message again with a newly generated token (a token regenerated "
+                     "after a crash, or a resend that bypassed the outbox)",
+                     "each token authorizes one processing: the receiver processes the message once per token",
+                     "trace it to see which copies are processed and which are in flight; while a copy is in flight, "
+                     "delete its extra token from the receiver's token store (keep the one already processed or the "
+                     "first); then fix the sender to resend through its outbox (eoctl replay-outbox), never with a "
+                     "new token",
+                     "the trace's verdict is processed once and `eoctl audit --select EO102` finds nothing new",
+                     "eoctl trace {message_id}")),
         _C("EO103", "topics", Severity.ERROR, "one (producer, sequence) on several message ids",
-           ("topic", "producer", "sequence"), ("message_ids",)),
+           ("topic", "producer", "sequence"), ("message_ids",),
+           remedy=_R("a producer used one sequence number for different messages (restarted without its sequence state, or "
+                     "two instances share one producer name)",
+                     "a consumer that deduplicates by (producer, sequence) drops all but one of them: loss",
+                     "give every producer instance a name of its own or keep its sequence across restarts; trace the "
+                     "messages to see whether each reached its sink",
+                     "each message's trace shows it processed; later audits find no new EO103",
+                     "eoctl trace {message_ids}")),
         _C("EO104", "topics", Severity.WARNING, "gap in a producer's sequence",
-           ("topic", "producer", "missing_from", "missing_to")),
+           ("topic", "producer", "missing_from", "missing_to"),
+           remedy=_R("sequence numbers of a producer never reached the topic: not sent yet (a stuck outbox entry), lost "
+                     "before the topic, or removed by retention",
+                     "the missing messages' effects are missing downstream",
+                     "look for the producer's stuck outbox entries and replay them; if retention removed the records "
+                     "(EO204), recover them from the producer's side",
+                     "the gap closes in a later audit", "eoctl replay-outbox --endpoint {producer}")),
         _C("EO105", "topics", Severity.ERROR, "record without usable protocol headers",
-           ("topic", "partition", "offset"), ("message_id",)),
+           ("topic", "partition", "offset"), ("message_id",),
+           remedy=_R("a record lacks the protocol headers (eo-message-id, eo-token-id, ...): a producer outside the "
+                     "protocol, or a header mapping in the configuration that does not match the pipeline's names",
+                     "no deduplication, tracing or loss detection for these records",
+                     "check the endpoint's header mapping against what `eoctl sources scan` reports as header "
+                     "coverage; fix the producer that writes records without them",
+                     "`eoctl sources scan` shows full header coverage", "eoctl sources scan {endpoint}")),
         _C("EO106", "topics", Severity.ERROR, "archive line that is not a record: no check saw it",
-           ("file", "line")),
+           ("file", "line"),
+           remedy=_R("a line of a JSON topic archive is not a record (a truncated or corrupt file)",
+                     "no check saw that record: findings about it are missing",
+                     "restore the file from a backup or archive that range of the topic again; or move the file away "
+                     "if the range is archived elsewhere",
+                     "`eoctl audit --select EO106` finds nothing")),
         # registered_by_message: the incoming message whose processing registered the token or blob
         _C("EO201", "tokens", Severity.WARNING, "orphan token past the grace period (gc candidate)",
-           ("token_id",), ("message_id", "registered_by_message")),
+           ("token_id",), ("message_id", "registered_by_message"),
+           remedy=_R("a token is on no record in flight and in no pending outbox entry, older than the grace period: "
+                     "its attempt never committed, or its message was never sent",
+                     "none for correctness; the token store grows",
+                     "collect them: the plan first, then --execute (from cron: gc-tokens --execute)",
+                     "`eoctl reconcile-tokens` counts no garbage past the grace period", "eoctl gc-tokens")),
         _C("EO202", "tokens", Severity.CRITICAL, "in-flight record without token or effect: silent loss",
-           ("topic", "partition", "offset"), ("message_id",)),
+           ("topic", "partition", "offset"), ("message_id",),
+           remedy=_R("a record in flight has no token in the receiver's store and no effect in the sink: the token was "
+                     "removed before the effect committed (a manual clean-up, a gc that ignored this record)",
+                     "the receiver will drop the record as a duplicate: its effect is lost",
+                     "before the consumer reaches the offset, put the token back: if a gc run removed it, "
+                     "`eoctl gc-tokens --restore RUN_ID --execute` (the run id is in `eoctl gc-tokens` JSON and the "
+                     "run log); otherwise insert the token id of the evidence into the receiver's token store",
+                     "the trace's verdict is in flight with its token, then processed once",
+                     "eoctl trace {message_id}")),
         _C("EO203", "tokens", Severity.WARNING, "token of a processed record still present",
-           ("token_id",), ("message_id",)),
+           ("token_id",), ("message_id",),
+           remedy=_R("the receiver processed a record but did not remove its token (a crash between the effect and the "
+                     "token's removal)",
+                     "a redelivered copy would be processed again: a duplicate effect",
+                     "confirm the effect is in the sink (trace), then delete the token from the receiver's store; "
+                     "`eoctl reconcile-tokens` lists every leaked token",
+                     "`eoctl reconcile-tokens` counts no leaked tokens", "eoctl trace {message_id}")),
         _C("EO204", "tokens", Severity.CRITICAL, "committed offset below the log start offset: records lost",
-           ("topic", "partition")),
+           ("topic", "partition"),
+           remedy=_R("the consumer group's committed offset is below the partition's log start offset: retention removed "
+                     "records the consumer never read",
+                     "those records' effects are lost",
+                     "recover the messages from their producers' side (outbox, source data); raise retention or fix the "
+                     "consumer's lag; then move the group's offset to the log start (kafka-consumer-groups.sh "
+                     "--reset-offsets --to-earliest)",
+                     "`eoctl audit --select EO204` finds nothing")),
         # an entry concerns the message it processes and the messages it holds to send
         _C("EO301", "outbox", Severity.ERROR, "outbox entry pending longer than the threshold (replay candidate)",
-           ("endpoint", "incoming_message_id"), ("incoming_message_id", "message_ids")),
+           ("endpoint", "incoming_message_id"), ("incoming_message_id", "message_ids"),
+           remedy=_R("an outbox entry has been pending longer than --stuck-after: its endpoint crashed or gave up before "
+                     "dispatching its messages",
+                     "its outgoing messages are delayed, and its incoming message's effects are not visible downstream",
+                     "replay it: the plan first, then --execute; the replay never generates new tokens",
+                     "`eoctl audit --select EO301` no longer lists the entry",
+                     "eoctl replay-outbox --endpoint {endpoint}")),
         _C("EO302", "outbox", Severity.CRITICAL, "ghost message: sent by an attempt that never committed",
-           ("topic", "producer", "causation_id", "ghost_attempt"), ("message_ids",)),
+           ("topic", "producer", "causation_id", "ghost_attempt"), ("message_ids",),
+           remedy=_R("a message was sent by an attempt that never committed its outbox entry (dispatched before the "
+                     "commit, or a zombie instance)",
+                     "the receiver may apply an effect the sender rolled back",
+                     "trace the ghost messages; where a receiver applied one, compensate that effect by hand; fix the "
+                     "sender to dispatch only committed entries",
+                     "each ghost's trace shows no effect, or a compensated one", "eoctl trace {message_ids}")),
         _C("EO401", "blobs", Severity.WARNING, "orphan prepared blob past the grace period (gc candidate)",
-           ("name",), ("registered_by_message",)),
+           ("name",), ("registered_by_message",),
+           remedy=_R("a prepared blob is named by no record and no pending entry, older than the grace period: its "
+                     "attempt never committed",
+                     "none for correctness; storage grows",
+                     "collect them: the plan first, then --execute (quarantined, restorable until --retention)",
+                     "`eoctl audit --select EO401` finds nothing", "eoctl gc-blobs")),
         _C("EO402", "blobs", Severity.CRITICAL, "record references a blob that does not exist",
-           ("name", "topic", "partition", "offset"), ("message_id",)),
+           ("name", "topic", "partition", "offset"), ("message_id",),
+           remedy=_R("a record publishes a blob that does not exist (removed by hand, by a lifecycle rule, or by a gc that "
+                     "did not see the record)",
+                     "the receiver cannot apply the message: its effect is lost",
+                     "put the blob back: if a gc-blobs run quarantined it, `eoctl gc-blobs --restore RUN_ID --execute`; "
+                     "otherwise from a backup or object versioning",
+                     "the trace shows the blob present", "eoctl trace {message_id}")),
         _C("EO403", "blobs", Severity.CRITICAL, "blob content does not match the sha256 its message carries",
-           ("name", "topic", "partition", "offset"), ("message_id",)),
+           ("name", "topic", "partition", "offset"), ("message_id",),
+           remedy=_R("a blob's content differs from the sha256 its message carries: the blob was overwritten or corrupted "
+                     "after it was prepared",
+                     "the receiver applies content the sender did not publish",
+                     "restore the published version (object versioning, backup); never write to a prepared name twice",
+                     "the trace shows the blob's hash matching", "eoctl trace {message_id}")),
         _C("EO501", "sinks", Severity.CRITICAL, "the same source message applied more than once",
-           (), ("source_message_id",)),
-        _C("EO502", "sinks", Severity.ERROR, "one idempotency key with conflicting values"),
+           (), ("source_message_id",),
+           remedy=_R("one source message was applied to the sink more than once: deduplication failed (its token was "
+                     "regenerated, restored or never removed)",
+                     "a duplicate effect (a double charge, a double shipment)",
+                     "trace the source message to see which copies were applied and why; remove or compensate the "
+                     "extra sink rows",
+                     "`eoctl audit --select EO501` no longer lists it", "eoctl trace {source_message_id}")),
+        _C("EO502", "sinks", Severity.ERROR, "one idempotency key with conflicting values",
+           remedy=_R("two messages wrote different values under one idempotency key of the sink",
+                     "the sink holds one of them: which one depends on the order they arrived",
+                     "trace the key's rows to find the messages, decide which value is right, and repair the row",
+                     "`eoctl audit --select EO502` no longer lists the key", "eoctl trace --by COLUMN=VALUE")),
         _C("EO601", "transactions", Severity.CRITICAL, "hanging Kafka transaction: last stable offset stuck",
-           ("topic", "partition", "last_stable_offset")),
+           ("topic", "partition", "last_stable_offset"),
+           remedy=_R("a producer began a Kafka transaction and stopped without committing or aborting it (killed, "
+                     "fenced without recovery)",
+                     "read_committed consumers stop at the last stable offset: every later record of the partition "
+                     "waits, for every consumer group",
+                     "abort the transaction: kafka-transactions.sh --bootstrap-server BROKER abort --topic TOPIC "
+                     "--partition PARTITION --start-offset OFFSET (find it with kafka-transactions.sh find-hanging)",
+                     "the last stable offset reaches the high watermark; `eoctl audit --select EO601` finds nothing",
+                     "eoctl --format json audit --select EO601")),
     ]
 }
+
+
+def fill_command(template: str, values: dict[str, Any]) -> str:
+    """`template` with each `{column}` replaced by its value, shell-quoted (a list: its items); a
+    column without a value stays an UPPERCASE placeholder."""
+    import re
+    import shlex
+
+    def one(match: re.Match) -> str:
+        value = values.get(match[1])
+        items = value if isinstance(value, (list, tuple)) else [value]
+        items = [str(v) for v in items if v not in (None, "")]
+        return " ".join(shlex.quote(v) for v in items) if items else match[1].upper()
+
+    return re.sub(r"\{(\w+)\}", one, template)
 
 
 def names_message(code: str, row: dict[str, Any]) -> set[str]:
@@ -142,7 +288,17 @@ class Finding:
             "evidence": self.evidence,
             "evidence_complete": self.evidence_file is None and len(self.evidence) == self.count,
             "evidence_file": self.evidence_file,
+            "remedy": self.remedy(),
         }
+
+    def remedy(self) -> dict[str, str] | None:
+        """The code's remedy with its command filled in from this finding (Remedy)."""
+        r = self.info.remedy
+        if r is None:
+            return None
+        values = {"endpoint": self.endpoint, **(self.evidence[0] if self.evidence else {})}
+        return {"cause": r.cause, "risk": r.risk, "fix": r.fix, "verify": r.verify,
+                "command": fill_command(r.command, values), "docs": self.info.anchor}
 
 
 @dataclass

@@ -6,13 +6,13 @@ from rich.console import Console
 from rich.table import Table
 
 from eoctl.history import FindingsDiff, RecordedRun, RunSummary
-from eoctl.report.render import cell
+from eoctl.report.render import TOP_EVIDENCE, cell, print_rows
 
 
 def render_runs(runs: list[RunSummary], console: Console) -> None:
     table = Table(title="recorded audit runs (newest first)", title_justify="left")
     for col in ("run", "started", "config", "endpoints", "findings by code"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "run")
     for r in runs:
         counts = ", ".join(f"{c} {n}" for c, n in sorted(r.counts.items())) or "none"
         table.add_row(r.run_id, str(r.started_at), r.config_digest, ", ".join(r.endpoints), counts)
@@ -27,14 +27,7 @@ def render_recorded(run: RecordedRun, console: Console) -> None:
         console.print("[green]no findings[/]")
     for f in run.findings:
         console.print(f"\n{f['code']} {f['severity']}: [bold]{f['count']}[/] in {f['endpoint']} ({f['where']})")
-        rows = f["evidence"][:5]
-        if rows:
-            table = Table(box=None, pad_edge=False)
-            for c in rows[0]:
-                table.add_column(c, overflow="fold")
-            for row in rows:
-                table.add_row(*[cell(row.get(c)) for c in rows[0]])
-            console.print(table)
+        print_rows(f["evidence"][:TOP_EVIDENCE], console)
 
 
 def render_diff(result: FindingsDiff, console: Console) -> None:

@@ -12,7 +12,7 @@ from rich.table import Table
 from eoctl.ops.common import GcResult, RestoreResult
 from eoctl.ops.reconcile import TOKEN_CLASSES, ReconcileReport
 from eoctl.ops.replay import ReplayResult
-from eoctl.report.render import TOP_EVIDENCE, cell
+from eoctl.report.render import TOP_EVIDENCE, print_rows
 from eoctl.secrets import redact
 
 RECONCILE_SCHEMA = "eoctl.reconcile-tokens/v1"
@@ -64,13 +64,7 @@ def _rows(rows: list[dict[str, Any]], console: Console) -> None:
     """The top rows, with the columns a person reads first (JSON has every column)."""
     if not rows:
         return
-    table = Table(show_header=True, box=None, pad_edge=False)
-    cols = [c for c in _TEXT_COLUMNS if c in rows[0]]
-    for c in cols:
-        table.add_column(c, overflow="fold")
-    for row in rows[:TOP_EVIDENCE]:
-        table.add_row(*[cell(row.get(c)) for c in cols])
-    console.print(table)
+    print_rows(rows[:TOP_EVIDENCE], console, [c for c in _TEXT_COLUMNS if c in rows[0]])
 
 
 def render_gc(result: GcResult, console: Console) -> None:
@@ -137,9 +131,13 @@ def render_replay(result: ReplayResult, console: Console) -> None:
         console.print("no stuck outbox entries")
         return
     table = Table(title="stuck outbox entries", title_justify="left")
+    longest = max(len(o.entry_id) for o in result.outcomes)
     for col in ("endpoint", "entry (incoming message id)", "age", "messages", "tokens committed", "status",
                 "reason"):
-        table.add_column(col, justify="right" if col in ("age", "messages") else "left")
+        if col.startswith("entry"):  # an id is never wrapped or cut: the other columns give way
+            table.add_column(col, no_wrap=True, min_width=longest)
+        else:
+            table.add_column(col, justify="right" if col in ("age", "messages") else "left")
     for o in result.outcomes:
         table.add_row(o.endpoint, o.entry_id, _age(o.age_seconds), str(o.messages), "yes" if o.tokens_committed else "no",
                       _STATUS[o.status], o.reason or "")

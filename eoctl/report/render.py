@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from eoctl.report.findings import AuditReport, Finding
 from eoctl.secrets import mask_text, redact
@@ -16,8 +17,17 @@ TOP_EVIDENCE = 5
 
 
 def cell(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """A value as text, whole: ids and keys are never cut."""
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def print_rows(rows: list[dict[str, Any]], console: Console, columns: list[str] | None = None) -> None:
+    """Evidence rows, one per line as `column=value`: an id is never wrapped or cut (pasted into
+    `eoctl trace`, half an id finds nothing); the terminal wraps long lines itself."""
+    for row in rows:
+        pairs = ((c, row.get(c)) for c in columns) if columns else row.items()
+        console.print("  " + "  ".join(f"{c}={cell(v)}" for c, v in pairs), soft_wrap=True, markup=False,
+                      highlight=False)
 
 
 def render_text(report: AuditReport, console: Console) -> None:
@@ -44,19 +54,18 @@ def render_text(report: AuditReport, console: Console) -> None:
 def _render_finding(f: Finding, console: Console) -> None:
     sev = f.severity.label
     console.print(f"\n[{_STYLE[sev]}]{f.code} {sev}[/] {f.info.title}: [bold]{f.count}[/] in {f.endpoint} ({f.where})")
-    if not f.evidence:
-        return
-    table = Table(show_header=True, box=None, pad_edge=False)
-    cols = list(f.evidence[0])
-    for c in cols:
-        table.add_column(c, overflow="fold")
-    for row in f.evidence[:TOP_EVIDENCE]:
-        table.add_row(*[cell(row.get(c)) for c in cols])
-    console.print(table)
+    print_rows(f.evidence[:TOP_EVIDENCE], console)
     rest = f.count - min(len(f.evidence), TOP_EVIDENCE)
     if rest > 0:
         where = f"; all rows in {f.evidence_file}" if f.evidence_file else "; --format json has them"
-        console.print(f"[dim]... and {rest} more{where}[/]")
+        console.print(f"[dim]  ... and {rest} more{where}[/]")
+    remedy = f.remedy()
+    if remedy:
+        console.print(f"  [bold]risk:[/] {remedy['risk']}")
+        console.print(f"  [bold]what to do:[/] {remedy['fix']}")
+        if remedy["command"]:
+            console.print(Text.assemble(("  next: ", "bold"), remedy["command"]), soft_wrap=True)
+        console.print(f"  [dim]guide: {remedy['docs']}[/]")
 
 
 def scan_line(scan: dict) -> str:
@@ -89,6 +98,12 @@ def render_markdown(report: AuditReport) -> str:
                 lines.append("| " + " | ".join(cell(row.get(c)).replace("|", "\\|") for c in cols) + " |")
             if f.count > TOP_EVIDENCE:
                 lines.append(f"\n{f.count - TOP_EVIDENCE} more rows" + (f" in `{f.evidence_file}`" if f.evidence_file else "") + ".")
+        remedy = f.remedy()
+        if remedy:
+            lines += ["", f"**Risk:** {remedy['risk']}.", "", f"**What to do:** {remedy['fix']}."]
+            if remedy["command"]:
+                lines += ["", f"**Next:** `{remedy['command']}`"]
+            lines += ["", f"Guide: [{f.code}]({remedy['docs']})"]
     return mask_text("\n".join(lines) + "\n")
 
 

@@ -21,9 +21,9 @@ class Verdict(str, Enum):
 
     @property
     def bad(self) -> bool:
-        """A verdict an operator must act on (exit code 1)."""
-        return self in (Verdict.processed_twice, Verdict.will_be_processed_twice, Verdict.lost, Verdict.ghost,
-                        Verdict.not_found)
+        """A verdict an operator must act on (exit code 1); not found is not one (exit code 5: most
+        often a typo, which must not read as data loss)."""
+        return self in (Verdict.processed_twice, Verdict.will_be_processed_twice, Verdict.lost, Verdict.ghost)
 
 
 @dataclass
@@ -183,7 +183,11 @@ class TraceResult:
         return clean({"schema": "eoctl.trace/v1", **asdict(self)})
 
     def worst_is_bad(self) -> bool:
-        return not self.messages or any(m.verdict.bad for m in self.messages)
+        return any(m.verdict.bad for m in self.messages)
+
+    def nothing_found(self) -> bool:
+        """Some id matched nothing (or no message at all was found)."""
+        return not self.messages or any(m.verdict is Verdict.not_found for m in self.messages)
 
 
 @dataclass

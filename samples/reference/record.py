@@ -63,6 +63,9 @@ message_id_column = "source_message_id"
 key_columns = ["order_id"]
 value_columns = ["invoice_id", "source_message_id"]
 watermark_column = "applied_at"  # set on every insert: --since-last reads only newer rows
+
+[history]  # the sample keeps its findings history beside it (default: the user's state folder)
+path = "eoctl-history.duckdb"
 """
 
 

@@ -43,6 +43,18 @@ def test_markdown_to_a_file_and_fail_on_below_the_worst(spark_jars: Path, tmp_pa
     assert not list(tmp_path.glob("*.partial"))
 
 
+@pytest.mark.integration
+def test_the_output_files_extension_gives_its_format_unless_format_says_otherwise(tmp_path: Path) -> None:
+    audit = ("--config", CHAOS, "--engine", "duckdb", "audit", "--select", "EO101", "--no-record", "--output")
+    for name, check in (("r.json", lambda t: json.loads(t)["schema"] == "eoctl.audit/v1"),
+                        ("r.md", lambda t: t.startswith("## eoctl audit ")),
+                        ("r.txt", lambda t: t.startswith("eoctl audit run "))):
+        result = run_eoctl(*audit, str(tmp_path / name))
+        assert result.code == 0 and check((tmp_path / name).read_text()), (name, result.stderr)
+    forced = run_eoctl(*audit, str(tmp_path / "x.json"), "--format", "markdown")
+    assert forced.code == 0 and (tmp_path / "x.json").read_text().startswith("## eoctl audit ")
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--select", "EO999"], "--select 'EO999': no such finding code"),
     (["--grace", "soon"], "--grace 'soon': expected a duration like 90s, 15m, 24h or 7d"),

@@ -94,4 +94,5 @@ def test_dry_run_is_the_plan_and_the_later_of_execute_or_dry_run_wins(chaos: Pat
         assert result.code == 0, result.stderr
         plan = json.loads(result.stdout)
         assert plan["executed"] is False and plan["planned"] == 1 and plan["deleted"] == 0
+        assert plan["duration_seconds"] > 0  # the plan's wall time (it was 0.0)
     assert (chaos.parent / "state.duckdb").read_bytes() == state

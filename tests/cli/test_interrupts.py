@@ -20,6 +20,7 @@ from eoctl.ops import gc_tokens
 from eoctl.ops.common import GcOptions
 from tests.helpers.chaos import recorded_copy
 from tests.helpers.gc_states import Cell, Item, must_remove, write_state
+from tests.helpers.cli import without_progress
 from tests.helpers.kill import eoctl_blocked, locked, start_eoctl
 from tests.helpers.servers import wait_until
 
@@ -61,7 +62,7 @@ def test_an_interrupted_audit_says_one_line_and_leaves_nothing(tmp_path: Path, s
     out, err = proc.communicate(timeout=120)
 
     assert proc.returncode == 128 + signum
-    assert err.splitlines() == [f"eoctl: interrupted ({signal.Signals(signum).name})"]
+    assert without_progress(err) == [f"eoctl: interrupted ({signal.Signals(signum).name})"]
     assert out == ""
     assert wait_until(lambda: _group_gone(proc.pid), 60, 0.5), "the Spark driver JVM outlived the run"
     assert list(tmp_root.iterdir()) == []  # the run's folder (Spark's local dirs among it) removed
@@ -86,7 +87,7 @@ def test_an_interrupted_duckdb_audit_says_the_same_line_and_leaves_nothing(tmp_p
     out, err = proc.communicate(timeout=60)
 
     assert proc.returncode == 128 + signum
-    assert err.splitlines() == [f"eoctl: interrupted ({signal.Signals(signum).name})"]
+    assert without_progress(err) == [f"eoctl: interrupted ({signal.Signals(signum).name})"]
     assert out == ""
     assert list(tmp_root.iterdir()) == []  # the run's folder (DuckDB's database and spill files) removed
     assert list(cwd.iterdir()) == []
@@ -135,7 +136,7 @@ def test_gc_stops_between_batches_and_the_next_run_finishes(postgres, tmp_path: 
     out, err = proc.communicate(timeout=120)
 
     assert proc.returncode == 130, err[-2000:]
-    [line] = err.splitlines()
+    [line] = without_progress(err)
     assert line.startswith("eoctl: interrupted (SIGINT); nothing is half-done; the next `eoctl gc-tokens --execute` "
                            "finishes run ")
     with psycopg.connect(db) as conn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -186,6 +187,63 @@ def test_help_shows_flags_as_flags_choices_as_choices_and_cuts_nothing(path: lis
     for wrong in ("<bool>", "<str>", "<list", "<int", "<float", "<path>", "[[", "…"):
         assert wrong not in text, f"{wrong!r} in the help of {' '.join(path) or 'eoctl'}"
     assert "{" not in text.splitlines()[0]  # the usage line: RUN_ID, not {RUN_ID}
-    assert all(len(line) <= 80 for line in text.splitlines())
+    assert all(len(line) <= 80 for line in text.splitlines() if "Example: " not in line)  # examples: whole
     if path == ["audit"]:
         assert "--fail-on <info|warning|error|critical>" in text and "--transaction-timeout DURATION" in text
+
+
+@pytest.mark.parametrize("path", [p for p in _leaf_commands() if p != ["audit"]], ids=" ".join)
+def test_a_format_a_command_does_not_write_is_refused(path: list[str]) -> None:
+    result = run_eoctl("--format", "markdown", *path, *_ARGUMENTS.get(" ".join(path), []))
+    assert result.code == 2 and result.stdout == ""
+    assert f"only audit writes Markdown; {path[0]} writes text or json" in result.stderr
+
+
+@pytest.mark.integration
+def test_every_commands_json_names_its_schema_and_writes_times_in_iso_8601(tmp_path: Path) -> None:
+    import re
+    import shutil
+
+    from tests.helpers.servers import REPO
+
+    shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos")
+    cfg = ("--config", str(tmp_path / "chaos" / "eoctl.toml"), "--engine", "duckdb", "--format", "json")
+    audited = run_eoctl(*cfg, "audit", "--select", "EO201", "--grace", "0s")
+    run_id = json.loads(audited.stdout)["run"]["id"]
+    assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{8}", run_id)  # the style of every command's runs
+    for args in (["config", "check"], ["jars", "list"], ["findings", "list"], ["findings", "show", "last"],
+                 ["findings", "diff", "previous", "last"], ["doctor"], ["sources", "scan", "billing"],
+                 ["reconcile-tokens"], ["gc-tokens"], ["gc-blobs"], ["replay-outbox"], ["trace", "x"]):
+        result = run_eoctl(*cfg, *args)
+        assert result.code in (0, 1, 5), (args, result.stderr[-1000:])
+        data = json.loads(result.stdout)
+        assert data["schema"].startswith("eoctl.") and data["schema"].endswith("/v1"), args
+        assert not re.search(r'"\d{4}-\d\d-\d\d \d\d:\d\d', result.stdout), f"a time without its T: {args}"
+
+
+def _examples() -> list[str]:
+    """Every `Example:` line of every command's help, as printed."""
+    found = []
+    for path in [[]] + _leaf_commands():
+        help_text = run_eoctl(*path, "--help", env={"COLUMNS": "80"}).stdout
+        found += [line.split("Example: ", 1)[1] for line in help_text.splitlines() if "Example: " in line]
+    return sorted(set(found))
+
+
+@pytest.mark.integration
+def test_every_example_in_the_help_runs_from_the_repository_root(tmp_path: Path, spark_jars: Path) -> None:
+    """Pasted as a user pastes them, from a checkout's root (a copy of samples/, so the examples that
+    change things change the copy), on the DuckDB engine (seconds; the engines agree elsewhere)."""
+    import shutil
+
+    from tests.helpers.servers import REPO
+
+    shutil.copytree(REPO / "samples", tmp_path / "samples")
+    examples = _examples()
+    assert len(examples) >= 15
+    env = {**os.environ, "EOCTL_ENGINE": "duckdb", "EOCTL_JARS_DIR": str(spark_jars)}
+    for line in examples:
+        command = line.replace("eoctl ", f"{sys.executable} -m eoctl ")
+        result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=600)
+        assert result.returncode in (0, 1), f"{line}: exit {result.returncode}: {result.stderr[-1500:]}"

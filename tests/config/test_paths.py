@@ -8,7 +8,8 @@ import shutil
 import time
 from pathlib import Path
 
-from tests.helpers.cli import run_eoctl
+from tests.helpers.cli import run_eoctl, without_progress
+from tests.helpers.configs import write_config
 from tests.helpers.servers import REPO
 
 
@@ -40,6 +41,21 @@ def test_a_command_names_a_missing_path_before_spark_starts(tmp_path: Path) -> N
     started = time.monotonic()
     result = run_eoctl("--config", str(config), "audit")
     assert result.code == 3 and time.monotonic() - started < 20  # Spark alone takes longer to start
-    assert result.stderr.splitlines() == [
+    assert without_progress(result.stderr) == [
         f"eoctl: error: endpoints.billing.input.archive: archive folder {config.parent}/topics/ordrs does not exist; "
         "1 more: eoctl config check lists them"]
+
+
+def test_the_history_defaults_to_the_users_state_folder_one_per_configuration(tmp_path: Path, monkeypatch) -> None:
+    """Not beside the configuration (for /etc/eoctl/eoctl.toml that would be /etc)."""
+    from eoctl.config import load_config
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one, two = write_config(tmp_path / "a", ""), write_config(tmp_path / "b", "")
+    paths = [Path(load_config(p).history.path) for p in (one, two)]
+    assert all(p.is_relative_to(tmp_path / "state" / "eoctl") and p.name == "eoctl-history.duckdb" for p in paths)
+    assert paths[0] != paths[1] and paths[0] == Path(load_config(one).history.path)
+    explicit = write_config(tmp_path / "a", '[history]\npath = "h.duckdb"\n', name="other.toml")
+    assert load_config(explicit).history.path == str(tmp_path / "a" / "h.duckdb")

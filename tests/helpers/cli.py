@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,3 +23,12 @@ def run_eoctl(*args: str, env: dict[str, str] | None = None, unset: tuple[str, .
         [sys.executable, "-m", "eoctl", *args], capture_output=True, text=True, env=full_env, timeout=timeout
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+#: a phase line a command prints on stderr when it is not a terminal (eoctl.cli.output.progress)
+PROGRESS_LINE = re.compile(r"^eoctl: \[\d+\.\ds\] ")
+
+
+def without_progress(stderr: str) -> list[str]:
+    """stderr's lines but the phase lines: what a run said besides its progress."""
+    return [line for line in stderr.splitlines() if not PROGRESS_LINE.match(line)]

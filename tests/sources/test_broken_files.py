@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.chaos import recorded_copy
-from tests.helpers.cli import run_eoctl
+from tests.helpers.cli import run_eoctl, without_progress
 
 pytestmark = pytest.mark.integration
 
@@ -32,5 +32,5 @@ def test_a_truncated_file_is_one_line_naming_it_on_both_engines(spark_jars: Path
     result = run_eoctl("--config", str(chaos.config_path), "--engine", engine, "audit",
                        env={"EOCTL_JARS_DIR": str(spark_jars)})
     assert result.code == 3, result.stderr[-2000:]
-    [line] = result.stderr.splitlines()
+    [line] = without_progress(result.stderr)
     assert line.startswith(expected.format(path=path)), line

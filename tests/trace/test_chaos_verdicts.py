@@ -251,7 +251,8 @@ def test_lookup_by_token_and_the_recorded_findings(spark, chaos, audited) -> Non
     assert m.verdict is Verdict.processed_once and "EO201" in _codes(m)
 
     missing = run_trace(spark, chaos.config, Lookup("message_id", "no-such-message"), TraceOptions(**SETTLED))
-    assert [m.verdict for m in missing.messages] == [Verdict.not_found] and missing.worst_is_bad()
+    assert [m.verdict for m in missing.messages] == [Verdict.not_found]
+    assert missing.nothing_found() and not missing.worst_is_bad()
 
 
 def test_cli_json_text_and_usage_errors(spark_jars: Path, chaos) -> None:
@@ -277,6 +278,11 @@ def test_cli_json_text_and_usage_errors(spark_jars: Path, chaos) -> None:
     text = run_eoctl(*duck, "trace", d["message_id"])
     assert text.code == 0, text.stderr
     assert "PROCESSED ONCE" in text.stderr and "orders/" in text.stderr and text.stdout == ""
+    # a typo is not data loss: exit 5; with a processed-twice message beside it, 1 wins
+    typo = run_eoctl(*duck, "trace", d["message_id"][:-1])
+    assert typo.code == 5 and "NOT FOUND" in typo.stderr, typo.stderr
+    both = run_eoctl(*duck, "trace", d["message_id"][:-1], e["outgoing"][0])
+    assert both.code == 1, both.stderr
 
     for args, words in ((("trace",), "give a message id"), (("trace", "--by", "order_id"), "COLUMN=VALUE"),
                         (("trace", "--by", "colour=red"), "no configured sink has a column 'colour'"),

@@ -30,7 +30,7 @@ def _finding(code: str, **evidence) -> dict:
 
 def test_nothing_anywhere_is_not_found() -> None:
     verdict, _ = _verdict_of()
-    assert verdict is Verdict.not_found and verdict.bad
+    assert verdict is Verdict.not_found and not verdict.bad  # exit 5, not 1
 
 
 def test_tokens_without_any_copy_or_entry_were_never_sent() -> None:
