@@ -4,8 +4,6 @@ below the committed offset (EO204)."""
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -16,22 +14,9 @@ from eoctl.audit import run_audit, run_audit_duckdb
 from eoctl.config import load_config
 from eoctl.options import AuditOptions
 from tests.helpers.configs import live_input_config
-from tests.helpers.kafka_data import commit_group_offsets, produce
+from tests.helpers.kafka_data import commit_group_offsets, hang_a_transaction, produce
 
 pytestmark = pytest.mark.integration
-
-# A producer that opens a transaction, writes, and dies without committing or aborting.
-_HANG = """
-import os, signal, sys
-from confluent_kafka import Producer
-p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[3], "transaction.timeout.ms": 600000})
-p.init_transactions(30)
-p.begin_transaction()
-p.produce(sys.argv[2], value=b"open", headers=[("eo-message-id", b"hang-1"), ("eo-token-id", b"tok-hang-1")])
-p.flush(30)
-os.kill(os.getpid(), signal.SIGKILL)
-"""
-
 
 def _config(tmp_path: Path, bootstrap: str, topic: str) -> Path:
     return live_input_config(tmp_path, bootstrap, topic)
@@ -50,8 +35,7 @@ def test_hanging_transaction(spark, kafka, tmp_path: Path, engine: str) -> None:
     topic = f"hang-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(topic)
     produce(kafka.bootstrap, topic, [{"value": b"ok", "headers": [("eo-message-id", b"m0"), ("eo-token-id", b"t0")]}])
-    proc = subprocess.run([sys.executable, "-c", _HANG, kafka.bootstrap, topic, f"{topic}-tx"], capture_output=True)
-    assert proc.returncode == -9
+    hang_a_transaction(kafka.bootstrap, topic, f"{topic}-tx")
     config = load_config(_config(tmp_path, kafka.bootstrap, topic))
     time.sleep(1.1)
 

@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 
 from eoctl import __version__
 from eoctl.cli import (
+    abort_txn_cmd,
     audit_cmd,
     config_cmd,
     doctor_cmd,
@@ -111,6 +112,8 @@ app.command("gc-tokens", epilog=example(f"{_CHAOS} gc-tokens --grace 0s --dry-ru
 app.command("gc-blobs", epilog=example(f"{_CHAOS} gc-blobs --grace 0s"))(gc_cmd.gc_blobs)
 app.command("replay-outbox", epilog=example(f"{_CHAOS} replay-outbox --stuck-after 30m"))(replay_cmd.replay_outbox)
 app.command("trace", epilog=example(f"{_CHAOS} trace --by order_id=30"))(trace_cmd.trace)
+app.command("abort-transaction", epilog=example(f"{_CHAOS} abort-transaction --transaction-timeout 15m"))(
+    abort_txn_cmd.abort_transaction)
 
 
 def _version(value: bool) -> None:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from eoctl.config.model import Config, EndpointConfig
 from eoctl.errors import Interrupted
@@ -235,8 +235,12 @@ def _apply_in_batches(layout: StoreLayout, plan: Any, options: GcOptions, run_id
             kind.apply_batch(layout, current, batch, run_id, options, by_endpoint[current])
 
 
-def run_changing(config: Config, command: str, run_id: str, work: Callable[[Lease, RunLog], GcResult]) -> GcResult:
-    """Hold the lease and log the run around `work`; a failure or an interrupt leaves the run
+R = TypeVar("R")
+
+
+def run_changing(config: Config, command: str, run_id: str, work: Callable[[Lease, RunLog], R]) -> R:
+    """Hold the lease and log the run around `work` (its result has `summary()` and
+    `duration_seconds`: GcResult, AbortResult); a failure or an interrupt leaves the run
     'failed' or 'interrupted' for the next run to finish, and always releases the lease (a kill
     leaves it for the takeover rule)."""
     started = time.monotonic()

@@ -223,10 +223,10 @@ CATALOG: dict[str, CodeInfo] = {
                      "fenced without recovery)",
                      "read_committed consumers stop at the last stable offset: every later record of the partition "
                      "waits, for every consumer group",
-                     "abort the transaction: kafka-transactions.sh --bootstrap-server BROKER abort --topic TOPIC "
-                     "--partition PARTITION --start-offset OFFSET (find it with kafka-transactions.sh find-hanging)",
+                     "abort it: `eoctl abort-transaction` lists the transaction holding each partition (producer id, "
+                     "epoch, start offset, age); with --execute it aborts them through Kafka's Admin API",
                      "the last stable offset reaches the high watermark; `eoctl audit --select EO601` finds nothing",
-                     "eoctl --format json audit --select EO601")),
+                     "eoctl abort-transaction --endpoint {endpoint}")),
     ]
 }
 

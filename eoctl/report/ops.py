@@ -154,6 +154,30 @@ def _age(seconds: int) -> str:
     return f"{seconds // 60}m"
 
 
+def render_abort(result: Any, console: Console) -> None:
+    """eoctl.ops.abort_txn.AbortResult: the plan and the execution print the same table."""
+    mode = "executed" if result.executed else "plan only (nothing changed; add --execute)"
+    console.print(f"[bold]eoctl abort-transaction[/] run {result.run_id}: {mode}; transaction timeout "
+                  f"{result.transaction_timeout_seconds}s")
+    if not result.transactions:
+        console.print("no hanging transactions")
+        return
+    table = Table(title="hanging transactions", title_justify="left")
+    for col in ("endpoint", "partition", "last stable", "high watermark", "age", "producer id", "epoch",
+                "status", "reason"):
+        table.add_column(col, no_wrap=col in ("partition", "producer id"),
+                         justify="right" if col in ("last stable", "high watermark", "age", "epoch") else "left")
+    for t in result.transactions:
+        stable = str(t.last_stable_offset) + (f" -> {t.last_stable_offset_after}" if t.last_stable_offset_after
+                                              is not None else "")
+        table.add_row(t.endpoint, f"{t.topic}[{t.partition}]", stable, str(t.high_watermark), _age(t.age_seconds),
+                      "-" if t.producer_id is None else str(t.producer_id),
+                      "-" if t.producer_epoch is None else str(t.producer_epoch), t.status, t.reason)
+    console.print(table)
+    console.print(", ".join(f"{n} {status}" for status, n in result.counts().items()) +
+                  f"; {result.duration_seconds:.1f}s")
+
+
 def replay_json(result: ReplayResult) -> str:
     """One line, like gc's: the summary with one object per entry (replayed, skipped and why, ...)."""
     return json.dumps(redact({"schema": REPLAY_SCHEMA, **result.summary()}), default=str, separators=(",", ":"))

@@ -213,7 +213,7 @@ def test_every_commands_json_names_its_schema_and_writes_times_in_iso_8601(tmp_p
     assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{8}", run_id)  # the style of every command's runs
     for args in (["config", "check"], ["jars", "list"], ["findings", "list"], ["findings", "show", "last"],
                  ["findings", "diff", "previous", "last"], ["doctor"], ["sources", "scan", "billing"],
-                 ["reconcile-tokens"], ["gc-tokens"], ["gc-blobs"], ["replay-outbox"], ["trace", "x"]):
+                 ["reconcile-tokens"], ["gc-tokens"], ["gc-blobs"], ["replay-outbox"], ["trace", "x"], ["abort-transaction"]):
         result = run_eoctl(*cfg, *args)
         assert result.code in (0, 1, 5), (args, result.stderr[-1000:])
         data = json.loads(result.stdout)
@@ -241,7 +241,8 @@ def test_every_example_in_the_help_runs_from_the_repository_root(tmp_path: Path,
     shutil.copytree(REPO / "samples", tmp_path / "samples")
     examples = _examples()
     assert len(examples) >= 15
-    env = {**os.environ, "EOCTL_ENGINE": "duckdb", "EOCTL_JARS_DIR": str(spark_jars)}
+    env = {**os.environ, "EOCTL_ENGINE": "duckdb", "EOCTL_JARS_DIR": str(spark_jars),
+           "PYTHONPATH": str(REPO)}  # this checkout's eoctl, whatever is installed
     for line in examples:
         command = line.replace("eoctl ", f"{sys.executable} -m eoctl ")
         result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,

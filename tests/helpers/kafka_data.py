@@ -39,3 +39,26 @@ def commit_group_offsets(bootstrap: str, group: str, topic: str, offsets: dict[i
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
     consumer.close()
+
+
+# A producer that opens a transaction, writes, and dies (SIGKILL) without committing or aborting;
+# its transaction timeout is long, so the coordinator does not end it during a test.
+_HANG = """
+import os, signal, sys
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[3], "transaction.timeout.ms": 600000})
+p.init_transactions(30)
+p.begin_transaction()
+p.produce(sys.argv[2], value=b"open", headers=[("eo-message-id", b"hang-1"), ("eo-token-id", b"tok-hang-1")])
+p.flush(30)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def hang_a_transaction(bootstrap: str, topic: str, transactional_id: str) -> None:
+    """Leave a transaction open on `topic` with one record in it, its producer killed."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _HANG, bootstrap, topic, transactional_id], capture_output=True)
+    assert proc.returncode == -9, proc.stderr
