@@ -14,9 +14,16 @@ def write_config(folder: Path, text: str, name: str = "eoctl.toml") -> Path:
     return path
 
 
-def live_input_config(folder: Path, bootstrap: str, topic: str) -> Path:
-    """An endpoint `billing` reading `topic` live from the broker, as consumer group `billing`."""
-    return write_config(folder, f"""
+def live_input_config(folder: Path, bootstrap: str, topic: str, store: bool = False) -> Path:
+    """An endpoint `billing` reading `topic` live from the broker, as consumer group `billing`;
+    with `store`, keeping its tables in a DuckDB file `state.duckdb` (the changing commands' lease)."""
+    tables = ""
+    if store:
+        import duckdb
+
+        duckdb.connect(str(folder / "state.duckdb")).close()
+        tables = '[stores.state]\ntype = "duckdb"\npath = "state.duckdb"\n\n[endpoints.billing]\nstore = "state"\n'
+    return write_config(folder, textwrap.dedent(f"""
         [kafka.main]
         bootstrap_servers = "{bootstrap}"
 
@@ -24,7 +31,7 @@ def live_input_config(folder: Path, bootstrap: str, topic: str) -> Path:
         topics = ["{topic}"]
         kafka = "main"
         group = "billing"
-    """)
+    """) + "\n" + tables)
 
 
 def on_engine(config: Config, kind: str) -> Config:

@@ -19,32 +19,10 @@ from eoctl.engine.kafka_admin import JavaTransactionAdmin
 from eoctl.ops.abort_txn import AbortOptions, abort_transactions
 from eoctl.sources.kafka import partition_offsets
 from tests.helpers.cli import run_eoctl
-from tests.helpers.configs import write_config
+from tests.helpers.configs import live_input_config
 from tests.helpers.kafka_data import hang_a_transaction, produce
 
 pytestmark = pytest.mark.integration
-
-
-def _config(tmp_path: Path, bootstrap: str, topic: str) -> Path:
-    import duckdb
-
-    duckdb.connect(str(tmp_path / "state.duckdb")).close()  # the lease's and run log's store
-    return write_config(tmp_path, f"""
-        [kafka.main]
-        bootstrap_servers = "{bootstrap}"
-
-        [stores.state]
-        type = "duckdb"
-        path = "state.duckdb"
-
-        [endpoints.billing]
-        store = "state"
-
-        [endpoints.billing.input]
-        topics = ["{topic}"]
-        kafka = "main"
-        group = "billing"
-    """)
 
 
 def _committed_values(bootstrap: str, topic: str) -> list[bytes]:
@@ -72,7 +50,7 @@ def test_a_killed_producers_transaction_is_planned_aborted_and_gone(spark, kafka
     produce(kafka.bootstrap, topic, [{"value": b"before", "partition": 0}])
     hang_a_transaction(kafka.bootstrap, topic, f"{topic}-tx")
     produce(kafka.bootstrap, topic, [{"value": b"after", "partition": 0}])
-    path = _config(tmp_path, kafka.bootstrap, topic)
+    path = live_input_config(tmp_path, kafka.bootstrap, topic, store=True)
     config = load_config(path)
     time.sleep(1.1)
     (held,) = [p for p in partition_offsets(config.kafka["main"], [topic]) if p.partition == 0]
