@@ -50,7 +50,9 @@ def _scan(live_config: Path, spark_jars: Path, *engine_flags: str) -> dict:
     result = run_eoctl(*engine_flags, "--config", str(live_config), "--format", "json", "sources", "scan", "billing",
                        env={"EOCTL_JARS_DIR": str(spark_jars)})
     assert result.code == 0, result.stderr[-2000:]
-    return json.loads(result.stdout)
+    scanned = json.loads(result.stdout)
+    assert scanned.pop("schema") == "eoctl.sources-scan/v1"
+    return scanned
 
 
 def test_same_read_on_the_duckdb_engine(live_config: Path, spark_jars: Path, local_summary: dict) -> None:
