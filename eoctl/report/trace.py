@@ -55,6 +55,8 @@ def _message(m: MessageTrace, console: Console) -> None:
     if m.recorded_findings:
         console.print("in the last recorded audit: " + ", ".join(
             sorted({f"{f['code']} ({f['endpoint']})" for f in m.recorded_findings})))
+    for line in m.findings_differ:
+        console.print(f"  {line}")
 
 
 def _t(value: object) -> str:

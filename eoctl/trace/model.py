@@ -144,6 +144,8 @@ class MessageTrace:
     sink_rows: list[SinkRow] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)  # what trace sees, by code
     recorded_findings: list[dict[str, Any]] = field(default_factory=list)  # from the last audit
+    #: why a code is in one of `findings` and `recorded_findings` but not the other, one line each
+    findings_differ: list[str] = field(default_factory=list)
     timeline: list[Event] = field(default_factory=list)
 
 

@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eoctl.config.model import Config
-from eoctl.report.findings import names_message
+from eoctl.report.findings import CATALOG, names_message
 from eoctl.trace.blobs import blob_refs, check_blob
 from eoctl.trace.model import (
     Bounds,
@@ -267,4 +267,27 @@ def _attach_recorded_findings(config: Config, messages: list[MessageTrace], note
         m.recorded_findings = [{"code": code, "endpoint": ep, "evidence": row} for code, ep, row, text in texts
                                if any(n and n in text for n in needles)
                                or (code == "EO301" and row.get("incoming_message_id") == holder)]
+        m.findings_differ = findings_differ(m, run)
     return run
+
+
+def findings_differ(m: MessageTrace, run: str) -> list[str]:
+    """Why trace's own findings and the last recorded audit's differ for one message: a code the
+    audit runs across many messages (a sink key, a sequence two messages share, a gap) is not one
+    trace can see from this message's records; and either may be newer than the other."""
+    from eoctl.report.findings import CATALOG
+
+    own = {f["code"] for f in m.findings}
+    recorded = {f["code"] for f in m.recorded_findings}
+    out = []
+    for code in sorted(recorded - own):
+        if not CATALOG[code].message_scoped:
+            out.append(f"{code}: in audit run {run}, not checked by trace: it is not about one message "
+                       f"({CATALOG[code].title}); the audit's evidence names this message, a token or a blob of it")
+        else:
+            out.append(f"{code}: in audit run {run}, not found now: the audit compared records of other messages "
+                       "trace does not read (the same producer sequence, token or blob), or the state has changed "
+                       "since that run")
+    for code in sorted(own - recorded):
+        out.append(f"{code}: found now, not in audit run {run}: new since that run, or outside what it read")
+    return out

@@ -237,6 +237,12 @@ def test_lookup_by_token_and_the_recorded_findings(spark, chaos, audited) -> Non
     by_message = _trace(spark, chaos, ghost["outgoing"][0])
     recorded = {f["code"] for f in by_message.recorded_findings}
     assert set(ghost["expect"]) <= recorded, recorded  # EO103 and EO502 name it only in their evidence
+    # where trace's own findings and the audit's differ, each code says why
+    own = {f["code"] for f in by_message.findings}
+    assert own != recorded
+    explained = {line.split(":", 1)[0] for line in by_message.findings_differ}
+    assert explained == own ^ recorded
+    assert any(line.startswith("EO502: ") and "not about one message" in line for line in by_message.findings_differ)
 
     token = by_message.copies[0].token_id
     result = run_trace(spark, chaos.config, Lookup("token_id", token), TraceOptions(**SETTLED))
