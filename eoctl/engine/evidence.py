@@ -18,7 +18,8 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     if isinstance(value, dt.datetime):
-        return value.isoformat()
+        # stores and readers give naive UTC or aware times (eoctl.trace.model.utc): always the offset
+        return (value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value).isoformat()
     if isinstance(value, (bytes, bytearray)):
         return value.hex()
     return value

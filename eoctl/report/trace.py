@@ -40,7 +40,7 @@ def _message(m: MessageTrace, console: Console) -> None:
         table = Table(title="copies", title_justify="left")
         for col in ("topic/partition@offset", "timestamp", "token", "token in store", "producer", "seq", "attempt",
                     "state"):
-            table.add_column(col)
+            table.add_column(col, no_wrap=col in ("topic/partition@offset", "token"))  # ids whole
         for c in m.copies:
             present = {None: "-", True: "present", False: "gone"}[c.token_present]
             table.add_row(f"{c.topic}/{c.partition}@{c.offset}", _t(c.timestamp), c.token_id or "-", present,
