@@ -172,7 +172,7 @@ def abort_transactions(config: Config, options: AbortOptions,
                     admin(t.kafka).abort(t.topic, t.partition, ProducerState(
                         t.producer_id, t.producer_epoch or 0, t.coordinator_epoch if t.coordinator_epoch is not None
                         else -1, t.start_offset))
-            except Exception as exc:  # one failed abort never stops the others
+            except Exception as exc:  # noqa: BLE001 - one failed abort never stops the others
                 from eoctl.engine.errors import message_of
 
                 t.status, t.reason = "failed", message_of(exc).strip().splitlines()[0][:300]
