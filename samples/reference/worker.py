@@ -25,6 +25,9 @@ def _consumer(spec: RunSpec, group: str, topic: str):
     consumer = Consumer({
         "bootstrap.servers": spec.bootstrap, "group.id": group, "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "isolation.level": "read_committed", "log_level": 3,
+        # a fetch of a caught-up partition waits this long at the broker, and the lag check's
+        # offset queries wait behind it on the same connection (500 ms each by default)
+        "fetch.wait.max.ms": 10,
     })
     partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
@@ -44,7 +47,7 @@ def _drain(consumer, endpoint: Endpoint) -> int:
     """
     handled = 0
     while True:
-        msg = consumer.poll(0.5)
+        msg = consumer.poll(0.1)
         if msg is None:
             if _lag(consumer) == 0:
                 return handled
