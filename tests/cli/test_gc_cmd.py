@@ -57,6 +57,9 @@ def test_gc_tokens_cron_run_one_json_line_and_metrics(spark_jars: Path, chaos: P
     for line in text.splitlines():  # every sample line is `name{labels} value`
         assert line.startswith("#") or re.fullmatch(r"eoctl_gc_tokens_[a-z_]+(\{endpoint=\"\w+\"\})? [\d.]+", line)
 
+    if engine != ["--engine", "duckdb"]:
+        return  # what follows is engine-free (the plan is empty; a store that cannot open): DuckDB runs it fast
+
     # run twice: nothing left to do
     again = run_eoctl("--config", str(chaos), *engine, "--format", "json", "gc-tokens", "--grace", "0s", "--execute",
                       env={"EOCTL_JARS_DIR": str(spark_jars)})
