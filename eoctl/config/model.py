@@ -80,6 +80,9 @@ class EngineConfig(Strict):
     memory_limit: str | None = Field(
         None, description="DuckDB engine: memory it may use before spilling to disk (e.g. 2GB); default "
         "DuckDB's, 80% of RAM")
+    kafka_readers: int | None = Field(
+        None, ge=1, description="DuckDB engine: processes reading a live topic at once; default one per core "
+        "(up to the partitions) for 200,000 records or more, else one")
     master: str = Field("local[*]", description="Spark master: local[*], spark://host:port, yarn, k8s://...")
     remote: str | None = Field(None, description="Spark Connect URL (sc://host:port); replaces master")
     app_name: str = "eoctl"

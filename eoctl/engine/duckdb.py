@@ -249,7 +249,8 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
                             + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in RECORD_SQL_TYPES.items())
                             + " WHERE false")
             else:
-                read_kafka(con, f"raw_{name}", conn, ep.input.topics, ep.input.isolation, mine or None)
+                read_kafka(con, f"raw_{name}", conn, ep.input.topics, ep.input.isolation, mine or None,
+                           config.engine.kafka_readers)
             # a live topic's log start is the broker's
             kafka_starts += [{"ep": name, "topic": p.topic, "partition": p.partition, "log_start": p.log_start}
                              for p in partition_offsets(conn, ep.input.topics)]

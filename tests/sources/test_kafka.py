@@ -103,36 +103,3 @@ def test_consumer_group_offsets(conn, kafka, topic) -> None:
     assert committed_offsets(conn, "billing-test", [topic]) == {topic: {0: 7, 1: 2}}
     assert committed_offsets(conn, "never-committed", [topic]) == {}
 
-
-def test_the_duckdb_engine_reads_the_rows_spark_reads(spark, kafka, conn) -> None:
-    """read_kafka builds its Arrow batches column by column: headers (binary values too), records
-    without headers (null, as Spark gives) or without a key, and timestamps come out as Spark's."""
-    from datetime import datetime, timezone
-
-    from eoctl.engine.duckdb import connect
-    from eoctl.engine.kafka_reader import read_kafka
-
-    name = f"mixed-{uuid.uuid4().hex[:8]}"
-    kafka.create_topic(name, partitions=2)
-    base_ms = 1_780_000_000_123
-    records = [{**r, "timestamp": base_ms + i} for i, r in enumerate(_records(0, 4) + _records(1, 3))]
-    records += [{"partition": 0, "value": b"bare", "timestamp": base_ms + 100},
-                {"partition": 1, "key": b"k", "value": b"one", "headers": [("only", b"\x00")],
-                 "timestamp": base_ms + 101},
-                {"partition": 1, "value": b"bare-too", "timestamp": base_ms + 102}]
-    produce(kafka.bootstrap, name, records)
-
-    con = connect()
-    assert read_kafka(con, "records", conn, [name], "read_uncommitted") == len(records)
-    got = sorted(con.execute('SELECT "partition", "offset", timestamp, key, value, headers FROM records').fetchall())
-
-    def spark_headers(hs):
-        return None if hs is None else [{"key": h.key, "value": bytes(h.value)} for h in hs]
-
-    spark_rows = read_topics(spark, conn, [name], isolation="read_uncommitted").collect()  # 10 rows
-    want = sorted((r.partition, r.offset, r.key and bytes(r.key), bytes(r.value), spark_headers(r.headers))
-                  for r in spark_rows)
-    assert [(p, o, k, v, h) for p, o, _ts, k, v, h in got] == want
-    assert sum(h is None for *_, h in got) == 2
-    stamps = {v: ts for _p, _o, ts, _k, v, _h in got}
-    assert stamps[b"bare"] == datetime.fromtimestamp((base_ms + 100) / 1000, timezone.utc).replace(tzinfo=None)
