@@ -36,10 +36,21 @@ def _rows(con, table: str) -> list[tuple]:
     return sorted(con.execute(f'SELECT "partition", "offset", timestamp, key, value, headers FROM {table}').fetchall())
 
 
-def _readers() -> list[int]:
-    """Pids of this process's reader children."""
-    out = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", WORKER], capture_output=True, text=True, check=False)
-    return [int(p) for p in out.stdout.split()]
+def _readers(parent: int | None = None) -> list[int]:
+    """Pids of the living reader children of `parent` (this process), from /proc."""
+    parent = os.getpid() if parent is None else parent
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+        except (OSError, ValueError):
+            continue  # not a process, or gone meanwhile
+        if int(ppid) == parent and state != "Z" and WORKER in cmdline:
+            found.append(int(entry))
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +148,8 @@ def test_readers_end_when_their_parent_is_killed(conn, wide_topic: str) -> None:
         deadline = time.monotonic() + 30
         readers: list[int] = []
         while len(readers) < 3 and time.monotonic() < deadline:
-            found = subprocess.run(["pgrep", "-P", str(parent.pid), "-f", WORKER], capture_output=True, text=True,
-                                   check=False)
-            readers = [int(p) for p in found.stdout.split()]
+            time.sleep(0.005)
+            readers = _readers(parent.pid)
         assert len(readers) == 3, "the reader processes did not start"
         parent.kill()
         parent.wait()
