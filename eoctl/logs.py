@@ -62,6 +62,19 @@ def setup(debug: bool) -> None:
     logging.getLogger().filters[:] = [] if debug else [_NotFromPy4j()]
 
 
+def quiet_py4j() -> None:
+    """py4j silent from now on, --debug too: called when eoctl ends the driver JVM on purpose,
+    after which a py4j call still on its way (a thread's, a finalizer's) can only complain that
+    the JVM is gone, a traceback that says nothing about the run."""
+    py4j = logging.getLogger("py4j")
+    py4j.handlers[:] = [logging.NullHandler()]
+    py4j.setLevel(logging.CRITICAL + 1)
+    py4j.propagate = False
+    root = logging.getLogger()
+    if not any(isinstance(f, _NotFromPy4j) for f in root.filters):
+        root.addFilter(_NotFromPy4j())
+
+
 class _NotFromPy4j(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return "py4j" not in record.pathname.replace("\\", "/").split("/")

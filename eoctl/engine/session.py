@@ -125,6 +125,10 @@ def stop_session(spark: SparkSession, *, quiet: bool = True, wait_seconds: float
     when it is removed; a test session's JVM is left for the next session."""
     import threading
 
+    if end_jvm:
+        from eoctl.logs import quiet_py4j
+
+        quiet_py4j()  # the JVM ends below: what py4j says of calls it meets then is noise
     failure: list[BaseException] = []
 
     def stop() -> None:
