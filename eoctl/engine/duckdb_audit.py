@@ -64,7 +64,8 @@ class DuckDBRun:
     EngineRun): the records, the store tables, and when asked sinks and blob listings."""
 
     def __init__(self, config: Config, options: AuditOptions, step: Callable[[str], None], *, sinks: bool = True,
-                 blobs: bool = False, hashed: bool = False, layout=None, index=None) -> None:
+                 blobs: bool = False, hashed: bool = False, layout=None, index=None,
+                 keep_records: bool = True) -> None:
         from eoctl.expr import Dialect
 
         self.dialect = Dialect.duckdb
@@ -72,7 +73,7 @@ class DuckDBRun:
         self.con = connect(config.engine.memory_limit)
         try:
             self.scope = open_inputs(self.con, config, options, step, sinks=sinks, blobs=blobs, hashed=hashed,
-                                     layout=layout, index=index)
+                                     layout=layout, index=index, keep_records=keep_records)
         except BaseException:
             self.con.close()
             raise

@@ -38,13 +38,17 @@ class EngineRun(Protocol):
 
 
 def open_run(spark: Any, config: Config, options: AuditOptions, step: Callable[[str], None], *,
-             sinks: bool = False, blobs: bool = False, layout: StoreLayout | None = None) -> EngineRun:
+             sinks: bool = False, blobs: bool = False, layout: StoreLayout | None = None,
+             records_in_one_query: bool = False) -> EngineRun:
     """The inputs every configured endpoint reads, opened on the configured engine: DuckDB in
-    process, else Spark (`spark`: a session, or a function that starts one, called only here)."""
+    process, else Spark (`spark`: a session, or a function that starts one, called only here).
+    `records_in_one_query`: the flow reads the records in one query, so DuckDB leaves them a view
+    (only the columns that query needs are decoded) instead of computing the working copy."""
     if config.engine.kind == "duckdb":
         from eoctl.engine.duckdb_audit import DuckDBRun
 
-        return DuckDBRun(config, options, step, sinks=sinks, blobs=blobs, layout=layout)
+        return DuckDBRun(config, options, step, sinks=sinks, blobs=blobs, layout=layout,
+                         keep_records=not records_in_one_query)
     from eoctl.engine.spark_audit import SparkRun
 
     return SparkRun(spark() if callable(spark) else spark, config, options, step, sinks=sinks, blobs=blobs,

@@ -7,6 +7,7 @@ entry of one endpoint holds tokens of another, and any endpoint's records may ca
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import ibis
@@ -67,11 +68,14 @@ def _with_registration(scope: Scope, records: ir.Table, df: ir.Table, kind: str,
                      intents=ibis.null(_INTENTS))
 
 
-def token_classes(scope: Scope, records: ir.Table, dialect: Dialect, name: str) -> ir.Table:
-    """Every token of endpoint `name` with its class, reason, whether it is collectable (garbage
-    past the grace period), who registered it and the intents naming it."""
+def token_classes(scope: Scope, records: ir.Table, dialect: Dialect, names: Sequence[str]) -> ir.Table:
+    """Every token of the endpoints `names` with its class, reason, whether it is collectable
+    (garbage past the grace period), who registered it and the intents naming it. A token's class
+    depends on no other token, so one pass classifies every endpoint's as each alone would."""
     tokens = store_table("tokens")
-    t = tokens.filter(tokens.ep == name).select("token_id", "message_id", "attempt_id", "created_at")
+    t = tokens.filter(tokens.ep.isin(list(names))).select(
+        endpoint=tokens.ep, token_id=tokens.token_id, message_id=tokens.message_id, attempt_id=tokens.attempt_id,
+        created_at=tokens.created_at)
     # every record, also those with other header problems: a readable token id is evidence
     carried = records.filter(records.token_id.notnull()).semi_join(t.select("token_id"), "token_id")
     in_flight_at = carried.topic.concat("/", carried.partition.cast("string"), "@", carried.offset.cast("string"))
@@ -94,7 +98,7 @@ def token_classes(scope: Scope, records: ir.Table, dialect: Dialect, name: str) 
         (old, "on no record and in no pending entry, older than the grace period"),
         else_="on no record and in no pending entry yet, within the grace period")
     return df.select(
-        endpoint=ibis.literal(name), token_id=df.token_id, message_id=df.message_id, attempt_id=df.attempt_id,
+        endpoint=df.endpoint, token_id=df.token_id, message_id=df.message_id, attempt_id=df.attempt_id,
         created_at=df.created_at, **{"class": cls}, reason=reason, collectable=(cls == "garbage") & old,
         **{c: df[c] for c in _REGISTRATION}, intents=ibis.coalesce(df.intents, ibis.literal([], type=_INTENTS)))
 

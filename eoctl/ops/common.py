@@ -107,7 +107,7 @@ class GcKind:
     command: str
     what: str  # tokens | blobs
     key: str  # the plan's row key: token_id | name
-    classify: Callable[..., Any]  # (Scope, records, Dialect, endpoint) -> classes (eoctl.expr.reconcile)
+    classify: Callable[..., Any]  # (Scope, records, Dialect, endpoints) -> classes (eoctl.expr.reconcile)
     columns: tuple[str, ...]  # plan columns kept for execution and evidence
     # the store tables are reached through the run's one StoreLayout (layout.config is the configuration)
     apply_batch: Callable[..., None]  # (layout, endpoint, rows, run_id, options, tally)
@@ -131,25 +131,28 @@ class GarbagePlan:
 
         config = layout.config
         self.key = kind.key
+        # the classification is one query (kept as `garbage`): the records need not be kept
         self.engine = open_run(spark, config, AuditOptions(now=options.now, grace=options.grace), lambda _m: None,
-                               blobs=kind.what == "blobs", layout=layout)
+                               blobs=kind.what == "blobs", layout=layout, records_in_one_query=True)
         try:
             scope, dialect = self.engine.scope, self.engine.dialect
-            parts, self.tallies = [], []
-            for i, name in enumerate(selected(config, options.endpoints)):
-                if not (scope.has(name, "tokens") if kind.what == "tokens" else config.endpoints[name].blobs):
-                    continue
-                classes = kind.classify(scope, records_table(), dialect, name)
+            names = sorted(n for n in selected(config, options.endpoints)
+                           if (scope.has(n, "tokens") if kind.what == "tokens" else config.endpoints[n].blobs))
+            counts: dict[str, dict[bool, int]] = {n: {} for n in names}
+            self.collectable = None
+            if names:
+                # every endpoint in one pass: one compile and one scan, however many endpoints
+                classes = kind.classify(scope, records_table(), dialect, names)
                 garbage = classes.filter(classes["class"] == "garbage")
-                self.engine.keep(f"garbage_{i}", compile_sql(garbage, dialect))
-                kept = ibis.table(garbage.schema(), name=f"garbage_{i}")
-                counted = kept.group_by("collectable").aggregate(n=kept.count())
-                counts = {r["collectable"]: r["n"] for r in self.engine.rows(compile_sql(counted, dialect))}
-                self.tallies.append(Tally(name, garbage=sum(counts.values()), planned=counts.get(True, 0),
-                                          skipped_young=counts.get(False, 0)))
-                parts.append(kept.filter(kept.collectable).select("endpoint", kind.key, *kind.columns))
-            self.tallies.sort(key=lambda t: t.endpoint)
-            self.collectable = ibis.union(*parts).order_by(["endpoint", kind.key]) if parts else None
+                self.engine.keep("garbage", compile_sql(garbage, dialect))
+                kept = ibis.table(garbage.schema(), name="garbage")
+                counted = kept.group_by("endpoint", "collectable").aggregate(n=kept.count())
+                for r in self.engine.rows(compile_sql(counted, dialect)):
+                    counts[r["endpoint"]][r["collectable"]] = r["n"]
+                self.collectable = kept.filter(kept.collectable).select("endpoint", kind.key, *kind.columns).order_by(
+                    ["endpoint", kind.key])
+            self.tallies = [Tally(n, garbage=sum(c.values()), planned=c.get(True, 0), skipped_young=c.get(False, 0))
+                            for n, c in counts.items()]
             self._compile = lambda expr: compile_sql(expr, dialect)
         except BaseException:
             self.engine.release()

@@ -250,10 +250,12 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
     return restore_run(config, COMMAND, run_id, "blobs", put_back, execute)
 
 
-def _classes(scope: Any, records: Any, dialect: Any, name: str) -> Any:
+def _classes(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
+    import ibis
+
     from eoctl.expr.reconcile import blob_classes
 
-    return blob_classes(scope, records, dialect, name)
+    return ibis.union(*(blob_classes(scope, records, dialect, name) for name in names))
 
 
 KIND = GcKind(COMMAND, "blobs", "name", _classes, ("size", "modified", "reason", "intents"),

@@ -131,10 +131,10 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
         for t in StoreLayout(config).distinct_tables("tokens")), execute)
 
 
-def _classes(scope: Any, records: Any, dialect: Any, name: str) -> Any:
+def _classes(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
     from eoctl.expr.reconcile import token_classes
 
-    return token_classes(scope, records, dialect, name)
+    return token_classes(scope, records, dialect, names)
 
 
 KIND = GcKind(COMMAND, "tokens", "token_id", _classes,

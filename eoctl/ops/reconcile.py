@@ -77,7 +77,7 @@ def run_reconcile(spark: Any, config: Config, *, endpoints: list[str] | None = N
             if not scope.has(name, "tokens"):
                 continue
             progress(f"classifying the tokens of {name}")
-            classes = token_classes(scope, records, dialect, name)
+            classes = token_classes(scope, records, dialect, [name])
             engine.keep("classes", compile_sql(classes, dialect))
             kept = ibis.table(classes.schema(), name="classes")
             counted = kept.group_by("class").aggregate(n=kept.count())
