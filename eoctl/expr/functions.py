@@ -120,23 +120,16 @@ def whole_seconds_since(value: ir.TimestampValue, now: float, dialect: Dialect) 
     return ((ibis.literal(round(now * 1_000_000), "int64") - micros) // 1_000_000).cast("int64")
 
 
-@ibis.udf.scalar.builtin(name="hash")
-def _duckdb_hash(value: dt.string) -> dt.int64:
-    """DuckDB: a 64-bit hash."""
-
-
-@ibis.udf.scalar.builtin(name="xxhash64")
-def _spark_xxhash64(value: dt.string) -> dt.int64:
-    """Spark: a 64-bit hash."""
-
-
-def hash64(value: ir.StringValue, dialect: Dialect) -> ir.IntegerValue:
-    """A 64-bit hash of text (each engine's own function). Checks aggregate it, not the text, where
-    all they need to know is whether a group holds more than one value: min != max of a number is
-    a plain hash aggregate on Spark, where min/max of text falls back to sorting every row and a
-    count of distinct values multiplies the rows (Expand). Two values colliding would hide a
-    difference: at 2^-64 per pair, not a concern next to the data's own faults."""
-    return _duckdb_hash(value) if dialect is Dialect.duckdb else _spark_xxhash64(value)
+def hash64(value: ir.Value, dialect: Dialect) -> ir.IntegerValue:
+    """A 64-bit hash of a value, text or a struct of columns (each engine's own function: DuckDB's
+    hash, Spark's xxhash64). Checks aggregate it, not the values, where all they need to know is
+    whether a group holds more than one value: min != max of a number is a plain hash aggregate on
+    Spark, where min/max of text falls back to sorting every row and a count of distinct values
+    multiplies the rows (Expand). Spark's hash skips a struct's null fields: a caller hashing
+    columns that may be null adds their null flags. Two values colliding would hide a difference:
+    at 2^-64 per pair, not a concern next to the data's own faults."""
+    name = "hash" if dialect is Dialect.duckdb else "xxhash64"
+    return ibis.udf.scalar.builtin(_one, name=name, signature=((value.type(),), dt.int64))(value)
 
 
 @ibis.udf.agg.builtin(name="bit_or")
