@@ -83,9 +83,11 @@ def outgoing_messages(text: ir.StringValue, dialect: Dialect) -> ir.ArrayValue:
     """An outbox entry's `outgoing` text as a list of messages, NULL when it is not one."""
     if dialect is Dialect.duckdb:
         return text.try_cast("json").try_cast(OUTGOING)
-    return _spark_outgoing(
+    # Spark's from_json reads a lone object as a list of one: only text that is a JSON list is one
+    is_list = text.lstrip().startswith("[")
+    return is_list.ifelse(_spark_outgoing(
         text, "array<struct<message_id: string, token_id: string, topic: string, key: string, "
-              "headers: map<string, string>>>")
+              "headers: map<string, string>>>"), ibis.null(OUTGOING))
 
 
 def to_json(value: ir.StructValue, dialect: Dialect) -> ir.StringValue:

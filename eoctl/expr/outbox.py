@@ -74,15 +74,18 @@ def ghost_messages(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterato
     attempt = [*key, "attempt_id"]
     sent = r.group_by(attempt).aggregate(
         first_sent=r.timestamp.min(), message_ids=r.message_id.collect(distinct=True).sort())
-    # each attempt's first position (partition, then offset): it orders attempts sent at one instant
-    ordered = r.mutate(_rank=ibis.row_number().over(group_by=attempt, order_by=[r.partition, r.offset]))
+    # where each attempt's first send landed (partition, then offset): it orders attempts that
+    # first sent at one instant
+    ordered = r.mutate(_rank=ibis.row_number().over(group_by=attempt, order_by=[r.timestamp, r.partition,
+                                                                                 r.offset]))
     first = ordered.filter(ordered._rank == 0).select(*attempt, p=ordered.partition, o=ordered.offset)
     attempts = sent.join(first, attempt)
     counted = attempts.mutate(attempts=ibis._.count().over(group_by=key))
     counted = counted.filter(counted.attempts > 1)
-    pending = pending_outgoing(scope, dialect)
-    entries = pending.select(producer=pending.sender, causation_id=pending.incoming_message_id,
-                             pending_attempt=pending.entry_attempt_id).distinct()
+    # a pending entry names its committed attempt whatever its outgoing text holds (none, unreadable)
+    outbox = store_table("outbox")
+    entries = outbox.filter(outbox.attempt_id.notnull()).select(
+        producer=outbox.ep, causation_id=outbox.incoming_message_id, pending_attempt=outbox.attempt_id).distinct()
     joined = counted.left_join(entries, ["producer", "causation_id"]).select(
         *key, "attempt_id", "first_sent", "p", "o", "message_ids", "pending_attempt")
     last = joined.mutate(_last=ibis.row_number().over(
