@@ -27,9 +27,10 @@ def prefix_path(uri: str) -> str:
 
 
 def relative_name(uri: ir.StringValue, prefix: str) -> ir.StringValue:
-    """A blob reference as a name relative to the prefix (absolute URIs under it are shortened)."""
-    at = uri.find(prefix)
-    return (at >= 0).ifelse(uri.substr(at + len(prefix)), uri)
+    """A blob reference as a name relative to the prefix: a URI or path whose path (a scheme and
+    its `//` taken off) starts with the prefix's path is shortened; any other is a name already."""
+    path = uri.re_replace(r"^[A-Za-z][A-Za-z0-9+.-]*:(//)?", "")
+    return path.startswith(prefix).ifelse(path.substr(len(prefix)), uri)
 
 
 def _references(scope: Scope, records: ir.Table, name: str, dialect: Dialect) -> ir.Table:
@@ -37,8 +38,9 @@ def _references(scope: Scope, records: ir.Table, name: str, dialect: Dialect) ->
     prefix = prefix_path(scope.endpoints[name].blobs or "")
     r = records.filter(records.problem.isnull() & (records.producer == name) & records.blobs.notnull())
     refs = r.select("topic", "partition", "offset", "message_id", b=blob_refs(r.blobs, dialect).unnest())
+    # distinct: a record two endpoints read is in the working copy once per reader
     return refs.select("topic", "partition", "offset", "message_id", name=relative_name(refs.b.uri, prefix),
-                       expected_sha256=refs.b.sha256)
+                       expected_sha256=refs.b.sha256).distinct()
 
 
 def _with_blobs(scope: Scope) -> Iterator[str]:
@@ -48,16 +50,21 @@ def _with_blobs(scope: Scope) -> Iterator[str]:
 def orphan_blobs(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
     """EO401: a prepared blob no record and no pending entry publishes, older than the grace
     period (gc candidate). Young blobs may belong to an attempt still running."""
-    registered = _registered(scope, "blob", "name")
     pending = pending_outgoing(scope, dialect)
     for name in _with_blobs(scope):
+        prefix = prefix_path(scope.endpoints[name].blobs or "")
         listing = scope.blobs(name)
-        published = _references(scope, records, name, dialect).select("name")
+        # valid records of this producer, or of no producer (they might be its), as gc-blobs reads them
+        r = records.filter(records.problem.isnull() & ((records.producer == name) | records.producer.isnull())
+                           & records.blobs.notnull())
+        sent = r.select(b=blob_refs(r.blobs, dialect).unnest())
+        published = sent.select(name=relative_name(sent.b.uri, prefix))
         mine = pending.filter(pending.sender == name)
         refs = mine.select(b=mine.blob_refs.unnest())  # unnested first: Spark cannot take a field of explode()
-        held = refs.select(name=refs.b.uri)
+        held = refs.select(name=relative_name(refs.b.uri, prefix))
         orphans = listing.filter(listing.modified < scope.ago(scope.options.grace)).select(
             "name", "size", "modified").anti_join(published, "name").anti_join(held, "name")
+        registered = _registered(scope, "blob", "name", name)
         if registered is not None:
             orphans = orphans.left_join(registered, "name").drop("name_right")
         yield Hit("EO401", name, scope.endpoints[name].blobs, orphans)

@@ -62,7 +62,9 @@ def blob_refs(text: ir.StringValue, dialect: Dialect) -> ir.ArrayValue:
     """eo-blobs text as a list of {uri, sha256}, NULL when it is not one."""
     if dialect is Dialect.duckdb:
         return text.try_cast("json").try_cast(BLOB_REFS)
-    return _spark_from_json(text, "array<struct<uri: string, sha256: string>>")
+    # Spark's from_json reads a lone object as a list of one: only text that is a JSON list is one
+    return text.lstrip().startswith("[").ifelse(
+        _spark_from_json(text, "array<struct<uri: string, sha256: string>>"), ibis.null(BLOB_REFS))
 
 
 def json_refs_valid(text: ir.StringValue, dialect: Dialect) -> ir.BooleanValue:

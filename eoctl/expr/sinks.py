@@ -24,8 +24,10 @@ def applied_twice(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator
     """EO501: more than one sink row for one source message: its effect was applied twice."""
     for name, sink in _sinks(scope):
         rows = scope.sink(name, sink)
-        g = rows.group_by(source_message_id=rows[sink.message_id_column].cast("string")).aggregate(
-            rows=ibis._.count())
+        ids = rows.select(source_message_id=rows[sink.message_id_column].cast("string"))
+        # a row without a source message id is not a copy of any message
+        ids = ids.filter(ids.source_message_id.notnull())
+        g = ids.group_by("source_message_id").aggregate(rows=ibis._.count())
         yield Hit("EO501", name, sink.name, g.filter(g.rows > 1))
 
 

@@ -17,7 +17,10 @@ if TYPE_CHECKING:
 
 
 def _valid(records: ir.Table) -> ir.Table:
-    return records.filter(records.problem.isnull())
+    """Records that carry a token: a readable token id, whatever other header problems the record
+    has (EO105's): the receiver's dedup reads the token id alone, so such a record is processed or
+    dropped by its token as any other (eoctl.expr.reconcile counts it the same way)."""
+    return records.filter(records.token_id.notnull())
 
 
 def _tokens(scope: Scope) -> Iterator[tuple[str, ir.Table]]:
@@ -27,14 +30,18 @@ def _tokens(scope: Scope) -> Iterator[tuple[str, ir.Table]]:
             yield name, tokens.filter(tokens.ep == name).drop("ep")
 
 
-def _registered(scope: Scope, kind: str, key: str) -> ir.Table | None:
-    """register-cleanup evidence: which incoming message and attempt registered a token or blob."""
+def _registered(scope: Scope, kind: str, key: str, endpoint: str | None = None) -> ir.Table | None:
+    """register-cleanup evidence: which incoming message and attempt registered a token or blob
+    (the first intent by id, when several name it); `endpoint`: only its own intents (a blob is
+    registered in its producer's store; a token in its sender's, any endpoint)."""
     if not scope.has_any("intents"):
         return None
     intents = store_table("intents")
     i = intents.filter(intents.kind == kind)
-    return i.select(**{key: i.ref, "registered_by_message": i.incoming_message_id,
-                       "registered_by_attempt": i.attempt_id})
+    if endpoint is not None:
+        i = i.filter(i.ep == endpoint)
+    return i.group_by(i.ref).aggregate(registered_by_message=i.incoming_message_id.argmin(i.intent_id),
+                                       registered_by_attempt=i.attempt_id.argmin(i.intent_id)).rename(**{key: "ref"})
 
 
 def orphan_tokens(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:

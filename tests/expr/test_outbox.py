@@ -262,8 +262,9 @@ def records_st(draw) -> list[dict[str, Any]]:
 #: few and failures are not shrunk (shrinking one took minutes): the focused tests below give the
 #: minimal example of each disagreement found, and a failing example here is a few dozen rows
 def hypothesis(examples: int) -> settings:
+    # derandomized: the same states on every run, so the counts the tests hold not vacuous are stable in CI
     return settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                    phases=[Phase.explicit, Phase.reuse, Phase.generate])
+                    derandomize=True, phases=[Phase.explicit, Phase.generate])
 
 
 # ------------------------------------------------------------------------------------------- EO301
