@@ -92,7 +92,7 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
     from eoctl.expr.records import records_table
 
     records, dialect = records_table(), engine.dialect
-    for name, expr in shared_tables(codes, records, dialect).items():
+    for name, expr in shared_tables(codes, engine.scope, records, dialect).items():
         engine.keep(name, compile_sql(expr, dialect))
     for code in codes:
         step(f"{code}: {CATALOG[code].title}")

@@ -205,7 +205,7 @@ def message_findings(config: Config, options: TraceOptions, hits: list[dict[str,
         out = []
         part = 0
         codes = [c for c, info in CATALOG.items() if info.message_scoped]
-        for name, expr in shared_tables(codes, records_table(), Dialect.duckdb).items():
+        for name, expr in shared_tables(codes, scope, records_table(), Dialect.duckdb).items():
             con.execute(f"CREATE TEMP TABLE {_ident(name)} AS {compile_sql(expr, Dialect.duckdb)}")
         for code in codes:
             for hit in CHECKS[code](scope, records_table(), Dialect.duckdb):

@@ -57,8 +57,10 @@ CHECKS: dict[str, Check] = {
 }
 
 
-def shared_tables(codes: list[str], records: ir.Table, dialect: Dialect) -> dict[str, ir.Table]:
-    """The tables the checks of `codes` share (topics.SHARED), by name: an engine computes each
-    once (EngineRun.keep) before running the checks."""
-    return {name: build(records, dialect) for name, (users, build) in topics.SHARED.items()
-            if set(users) & set(codes)}
+def shared_tables(codes: list[str], scope: Scope, records: ir.Table, dialect: Dialect) -> dict[str, ir.Table]:
+    """The tables the checks of `codes` read besides their inputs (topics.SHARED, EO502's differing
+    keys), by name: an engine computes each once (EngineRun.keep) before running the checks."""
+    out = {name: build(records, dialect) for name, (users, build) in topics.SHARED.items() if set(users) & set(codes)}
+    if "EO502" in codes:
+        out.update(sinks.differing_keys(scope, dialect))
+    return out

@@ -31,22 +31,48 @@ def applied_twice(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator
         yield Hit("EO501", name, sink.name, g.filter(g.rows > 1))
 
 
-def conflicting_values(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
-    """EO502: one idempotency key with different values (value_columns; default all other
-    columns); `values` lists up to five of them, as JSON, sorted."""
+def _keyed_sinks(scope: Scope):
     for name, sink in _sinks(scope):
-        if not sink.key_columns:
-            continue
+        if sink.key_columns:
+            yield name, sink
+
+
+def _value_columns(rows: ir.Table, sink) -> list[str]:
+    return sink.value_columns or [c for c in rows.columns if c not in sink.key_columns]
+
+
+def differing_keys_view(scope: Scope, name: str, sink) -> str:
+    return f"{scope.sink_view(name, sink)}_differing_keys"
+
+
+def differing_keys(scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
+    """Per sink with key columns, the keys whose rows hold more than one value, by a cheap
+    aggregate of the values' hash (eoctl.expr.functions.hash64; with the null flags, as Spark's
+    hash skips null fields): usually few. Kept by the engine before EO502 runs (catalog.
+    shared_tables), so that on Spark the sink's rows meet them in a broadcast join, streamed
+    once, instead of being shuffled for it."""
+    out = {}
+    for name, sink in _keyed_sinks(scope):
         rows = scope.sink(name, sink)
-        keys = list(sink.key_columns)
-        values = sink.value_columns or [c for c in rows.columns if c not in keys]
-        # the keys whose values differ, by a cheap aggregate of the values' hash (eoctl.expr.
-        # functions.hash64; the null flags: Spark's hash skips null fields); the values are then
-        # written as JSON, counted and listed for those keys only
+        values = _value_columns(rows, sink)
         h = hash64(ibis.struct({**{c: rows[c] for c in values},
                                 **{f"_null_{i}": rows[c].isnull() for i, c in enumerate(values)}}), dialect)
-        differ = rows.group_by(keys).aggregate(_lo=h.min(), _hi=h.max())
-        differ = differ.filter(differ._lo != differ._hi)
+        differ = rows.group_by(list(sink.key_columns)).aggregate(_lo=h.min(), _hi=h.max())
+        out[differing_keys_view(scope, name, sink)] = differ.filter(differ._lo != differ._hi).drop("_lo", "_hi")
+    return out
+
+
+def conflicting_values(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
+    """EO502: one idempotency key with different values (value_columns; default all other
+    columns); `values` lists up to five of them, as JSON, sorted. The keys to look at are the kept
+    differing_keys; the values are written as JSON, counted and listed for those keys only."""
+    shared = differing_keys(scope, dialect)
+    for name, sink in _keyed_sinks(scope):
+        rows = scope.sink(name, sink)
+        keys = list(sink.key_columns)
+        values = _value_columns(rows, sink)
+        view = differing_keys_view(scope, name, sink)
+        differ = ibis.table(shared[view].schema(), name=view)
         # null-safe: a NULL key is a group of its own, as in the aggregate
         flagged = rows.semi_join(differ, [rows[k].identical_to(differ[k]) for k in keys])
         flagged = flagged.mutate(_value=to_json(ibis.struct({c: flagged[c] for c in values}), dialect))

@@ -97,15 +97,18 @@ class CheckTables:
     def evidence(self, code: str, engine: str, spark: Any = None) -> dict[str, list[dict[str, Any]]]:
         """endpoint -> the evidence rows of check `code` with any (hits without rows left out)."""
         from eoctl.expr import Dialect, compile_sql
-        from eoctl.expr.catalog import CHECKS
+        from eoctl.expr.catalog import CHECKS, shared_tables
         from eoctl.expr.records import records_table
 
         scope = self.scope()
         dialect = Dialect.duckdb if engine == "duckdb" else Dialect.spark
         run = _on_duckdb if engine == "duckdb" else _on_spark(spark)
-        with run(self._tables(scope)) as query:
+        with run(self._tables(scope)) as (query, keep):
+            records = records_table()
+            for name, expr in shared_tables([code], scope, records, dialect).items():
+                keep(name, compile_sql(expr, dialect))  # as the audit keeps them before the checks
             out: dict[str, list[dict[str, Any]]] = {}
-            for hit in CHECKS[code](scope, records_table(), dialect):
+            for hit in CHECKS[code](scope, records, dialect):
                 rows = query(compile_sql(hit.evidence, dialect))
                 if rows:
                     out.setdefault(hit.endpoint, []).extend(rows)
@@ -129,7 +132,8 @@ class _on_duckdb:
                 self.con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM given')
 
     def __enter__(self):
-        return lambda sql: self.con.sql(sql).to_arrow_table().to_pylist()
+        return (lambda sql: self.con.sql(sql).to_arrow_table().to_pylist(),
+                lambda name, sql: self.con.execute(f'CREATE TABLE "{name}" AS {sql}'))
 
     def __exit__(self, *exc) -> None:
         self.con.close()
@@ -149,7 +153,12 @@ def _on_spark(spark):
 
         def __enter__(self):
             self.conf.__enter__()
-            return lambda sql: [r.asDict(recursive=True) for r in spark.sql(sql).collect()]
+
+            def keep(name: str, sql: str) -> None:
+                spark.sql(sql).createOrReplaceTempView(name)
+                self.views.append(name)
+
+            return lambda sql: [r.asDict(recursive=True) for r in spark.sql(sql).collect()], keep
 
         def __exit__(self, *exc) -> None:
             self.conf.__exit__(*exc)
