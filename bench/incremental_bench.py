@@ -1,8 +1,9 @@
 """Benchmark: `eoctl audit --since-last` against a full audit, after appending k records to a topic
-archive of N, in one process and one Spark session (the same warm JVM for both).
+archive of N, in one process (on Spark, one session: the same warm JVM for both).
 
     EOCTL_JARS_DIR=$PWD/.cache/jars/spark python bench/incremental_bench.py --records 2000000 --work /tmp/incr-bench
     EOCTL_JARS_DIR=$PWD/.cache/jars/spark python bench/incremental_bench.py --records 1000000 --start-broker
+    python bench/incremental_bench.py --records 2000000 --engine duckdb
 
 The state is `samples/generator.py`'s (8 partitions, 10% of each in flight). A full audit is
 recorded first (its working copy becomes the record index). Then, for each k: k records are
@@ -125,11 +126,12 @@ PHASES = (("read", "reading"), ("topic checks", "EO1"), ("store checks", "EO2"),
 
 
 def timed(spark, config, options) -> tuple[dict, dict[str, float], dict, object]:
-    """(counts, seconds per phase, scan summary, the report)."""
-    from eoctl.audit import run_audit
+    """(counts, seconds per phase, scan summary, the report); `spark` None: the DuckDB engine."""
+    from eoctl.audit import run_audit, run_audit_duckdb
 
     marks: list[tuple[str, float]] = []
-    report = run_audit(spark, config, options, CODES, lambda m: marks.append((m, time.monotonic())))
+    mark = lambda m: marks.append((m, time.monotonic()))  # noqa: E731
+    report = run_audit(spark, config, options, CODES, mark) if spark else run_audit_duckdb(config, options, CODES, mark)
     marks.append(("end", time.monotonic()))
     starts = []
     for phase, prefix in PHASES:
@@ -153,6 +155,8 @@ def main() -> int:
                     "--records); the token store holds about as many tokens")
     ap.add_argument("--kafka", help="bootstrap servers: a live topic instead of an archive")
     ap.add_argument("--start-broker", action="store_true", help="a live topic on the test bed's broker")
+    ap.add_argument("--engine", choices=("spark", "duckdb"), default="spark",
+                    help="the engine of every run (each engine keeps its own state folder under --work)")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "bench"))
     from measure import with_broker
@@ -168,14 +172,14 @@ def bench(args: argparse.Namespace) -> int:
     from eoctl.options import AuditOptions
     from samples.generator import GenSpec, generate
 
-    out = args.work / f"state-{args.records}-{args.in_flight}{'-live' if args.kafka else ''}"
+    out = args.work / f"state-{args.records}-{args.in_flight}{'-live' if args.kafka else ''}-{args.engine}"
     topic = f"incr-bench-{args.records}-{int(time.time())}" if args.kafka else "orders"
     t = time.monotonic()
     processed = 1 - args.in_flight / args.records if args.in_flight is not None else 0.9
     truth = generate(GenSpec(args.records, out, kafka=args.kafka, topic=topic, processed=processed))
     print(f"generated {truth['records']:,} records in {time.monotonic() - t:.1f} s", flush=True)
-    config = load_config(out / "eoctl.toml")
-    spark = start_session(config.engine)
+    config = load_config(out / "eoctl.toml", overrides={"kind": args.engine})
+    spark = start_session(config.engine) if args.engine == "spark" else None  # started once: one warm JVM
 
     rows = []
     counts, seconds, scan, report = timed(spark, config, AuditOptions(keep_index=True))
@@ -205,10 +209,12 @@ def bench(args: argparse.Namespace) -> int:
         rows.append((f"+{k:,} ({share}): --since-last, recorded", inc_scan, inc_seconds, same))
         rows.append((f"+{k:,} ({share}): full, not recorded", full_scan, full_seconds, same))
         print(f"after +{k:,}: {total:,} records; counts equal: {same}; {inc_counts}", flush=True)
-    spark.stop()
+    if spark is not None:
+        spark.stop()
 
     where = f"live topic {topic}, 8 partitions" if args.kafka else "archive, 8 partitions"
-    print(f"\n{args.records:,} records generated ({where}), {os.cpu_count()} cores, checks {', '.join(CODES)}")
+    print(f"\n{args.records:,} records generated ({where}), engine {args.engine}, {os.cpu_count()} cores, "
+          f"checks {', '.join(CODES)}")
     head = "".join(f" {p + ' s':>15}" for p, _ in PHASES)
     print(f"{'run':40} {'from source':>12} {'from index':>11}{head} {'total s':>8} {'same counts':>12}")
     for name, scan, seconds, same in rows:
