@@ -157,14 +157,9 @@ def evidence(tables: CheckTables, code: str, engine: str = "duckdb", spark: Any 
 
 def referenced_on_duckdb(tables: CheckTables) -> list[str]:
     """eoctl.expr.outbox.referenced_tokens, compiled alone and run over the tables on DuckDB."""
-    from eoctl.expr import Dialect, compile_sql
     from eoctl.expr.outbox import referenced_tokens
-    from tests.helpers.check_tables import _on_duckdb
 
-    scope = tables.scope()
-    sql = compile_sql(referenced_tokens(scope, Dialect.duckdb), Dialect.duckdb)
-    with _on_duckdb(tables._tables(scope)) as query:
-        rows = query(sql)
+    rows = tables.rows_of(referenced_tokens)
     assert all(set(r) == {"token_id"} for r in rows)
     return sorted(r["token_id"] for r in rows)
 

@@ -94,6 +94,16 @@ class CheckTables:
                 out[scope.blob_view(name)] = (ibis.schema(BLOB_LISTING_SCHEMA), self.blobs.get(name, []))
         return out
 
+    def rows_of(self, build: Any, engine: str = "duckdb", spark: Any = None) -> list[dict[str, Any]]:
+        """The rows of one expression `build(scope, dialect)` over the tables (a part checks share)."""
+        from eoctl.expr import Dialect, compile_sql
+
+        scope = self.scope()
+        dialect = Dialect.duckdb if engine == "duckdb" else Dialect.spark
+        run = _on_duckdb if engine == "duckdb" else _on_spark(spark)
+        with run(self._tables(scope)) as (query, _keep):
+            return query(compile_sql(build(scope, dialect), dialect))
+
     def evidence(self, code: str, engine: str, spark: Any = None) -> dict[str, list[dict[str, Any]]]:
         """endpoint -> the evidence rows of check `code` with any (hits without rows left out)."""
         from eoctl.expr import Dialect, compile_sql
