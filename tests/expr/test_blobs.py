@@ -15,7 +15,7 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers.check_tables import CheckTables, outgoing, record, store_row
+from tests.helpers.check_tables import CheckTables, differences, outgoing, record, store_row
 
 NOW = dt.datetime(2026, 11, 10)  # the audit's now (CheckTables' default options), UTC wall time
 DEFAULT_GRACE = dt.timedelta(hours=24)
@@ -159,18 +159,6 @@ def canonical(evidence: dict[str, list[dict[str, Any]]]) -> dict[str, list[tuple
 
 def found(t: CheckTables, code: str, engine: str = "duckdb", spark: Any = None) -> dict[str, list[tuple]]:
     return canonical(t.evidence(code, engine, spark))
-
-
-def differences(left: dict[str, list[tuple]], right: dict[str, list[tuple]]) -> list[tuple]:
-    """(endpoint, side, row) of every row one side has more of: a readable failure."""
-    from collections import Counter
-
-    out = []
-    for ep in sorted(set(left) | set(right)):
-        a, b = Counter(left.get(ep, [])), Counter(right.get(ep, []))
-        out += [(ep, "left only", dict(r)) for r in (a - b).elements()]
-        out += [(ep, "right only", dict(r)) for r in (b - a).elements()]
-    return out
 
 
 # --------------------------------------------------------------------------------- the states

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers.check_tables import CheckTables
+from tests.helpers.check_tables import CheckTables, differences
 
 # Drawn states are reported as drawn, not shrunk: shrinking one costs minutes of engine runs, and
 # the minimal examples of what these tests found are tests of their own below (add Phase.shrink
@@ -106,16 +106,6 @@ def canonical(evidence: dict[str, list[dict[str, Any]]]) -> dict[str, list[tuple
 
 def found(t: CheckTables, code: str, engine: str = "duckdb", spark: Any = None) -> dict[str, list[tuple]]:
     return canonical(t.evidence(code, engine, spark))
-
-
-def differences(left: dict[str, list[tuple]], right: dict[str, list[tuple]]) -> list[tuple]:
-    """(endpoint, side, row) of every row one side has more of: a readable failure."""
-    out = []
-    for ep in sorted(set(left) | set(right)):
-        a, b = Counter(left.get(ep, [])), Counter(right.get(ep, []))
-        out += [(ep, "left only", dict(r)) for r in (a - b).elements()]
-        out += [(ep, "right only", dict(r)) for r in (b - a).elements()]
-    return out
 
 
 # --------------------------------------------------------------------------------- the states

@@ -41,6 +41,19 @@ def store_row(kind: str, ep: str, /, **fields: Any) -> dict[str, Any]:
     return {"ep": ep, **_STORE_DEFAULTS[kind], **fields}
 
 
+def differences(left: dict[str, list[tuple]], right: dict[str, list[tuple]]) -> list[tuple]:
+    """(endpoint, side, row) of every row one side of two evidence sets (endpoint -> sorted row
+    tuples) has more of: a readable failure."""
+    from collections import Counter
+
+    out = []
+    for ep in sorted(set(left) | set(right)):
+        a, b = Counter(left.get(ep, [])), Counter(right.get(ep, []))
+        out += [(ep, "left only", dict(r)) for r in (a - b).elements()]
+        out += [(ep, "right only", dict(r)) for r in (b - a).elements()]
+    return out
+
+
 def outgoing(*messages: dict[str, Any]) -> str:
     """An outbox entry's `outgoing` column: its messages as the protocol writes them (JSON)."""
     return json.dumps([{"message_id": None, "token_id": None, "topic": "t", "key": None, "headers": {}, **m}
