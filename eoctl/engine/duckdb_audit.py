@@ -1,14 +1,15 @@
 """The audit on the DuckDB engine: the inputs of eoctl.expr.inputs as views of the run's database,
 then every selected check of eoctl.expr.catalog compiled to DuckDB's SQL, counted and sampled.
 
-Store tables are read through the same Parquet snapshots the Spark engine reads (a DuckDB store
-is held for one short read-only statement), sinks through DuckDB's readers (ORC through Arrow),
-blob prefixes through fsspec.
+Store tables are copied once per run, as the Spark engine copies them (a DuckDB store is held for
+one short read-only statement; a PostgreSQL table is read in one streamed query), sinks read
+through DuckDB's readers (ORC through Arrow), blob prefixes listed through fsspec.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,7 +194,7 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
             if t is None:
                 continue
             present.add((name, kind))
-            source = f"read_parquet({repr_sql(_snapshot(copies, t.store, t.table))})"
+            source = _snapshot(con, copies, t.store, t.table)
             cols = [f"CAST({repr_sql(name)} AS VARCHAR) AS ep"]
             for canonical, sql_type in list(types.items())[1:]:
                 value = (repr_sql(t.owner) if canonical == t.owner_canonical and t.owner_column is None
@@ -205,7 +206,7 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
             selects = ["SELECT " + ", ".join(f"CAST(NULL AS {v}) AS {_ident(c)}" for c, v in types.items())
                        + " WHERE false"]
         try:
-            # a view over the run's Parquet copies: each check reads only the columns it needs
+            # a view over the run's copies: each check reads only the columns it needs
             con.execute(f"CREATE OR REPLACE VIEW {kind} AS " + " UNION ALL ".join(selects))
             con.execute(f"SELECT * FROM {kind} LIMIT 0").fetchall()  # a column of the wrong type fails here
         except duckdb.Error as exc:  # a column of the wrong type
@@ -216,18 +217,42 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
 _SQL_TYPES = {"string": "VARCHAR", "timestamp": "TIMESTAMP", "int64": "BIGINT", "int32": "INTEGER"}
 
 
-def _snapshot(copies: dict[tuple[str, str], str], store, table: str) -> str:
-    """A Parquet copy of a store table, made once per run (`copies`, eoctl.sources.tables): a
-    DuckDB store is held for one short read-only statement, a PostgreSQL table read in one
-    streamed query; a table several endpoints share is read once."""
+def _snapshot(con: duckdb.DuckDBPyConnection, copies: dict[tuple[str, str], str], store, table: str) -> str:
+    """The source (SQL) of a copy of a store table, made once per run (`copies`): a DuckDB store's
+    table copied into a temporary table of the run's database through a read-only ATTACH held
+    for that one statement (as the Spark engine's Parquet snapshot holds it, without writing and
+    reading Parquet: 0.13 s against 0.39 s for 1M tokens); a PostgreSQL table read in one streamed
+    query into Parquet (eoctl.sources.tables). A table several endpoints share is read once."""
     from eoctl.config.model import DuckDBStore
-    from eoctl.sources.tables import duckdb_snapshot, postgres_snapshot
+    from eoctl.sources.tables import postgres_snapshot
     from eoctl.stores.connection import describe
 
     key = (describe(store) + f"/{store.schema_name}", table)
     if key not in copies:
-        copies[key] = duckdb_snapshot(store, table) if isinstance(store, DuckDBStore) else postgres_snapshot(store, table)
+        if isinstance(store, DuckDBStore):
+            name = f"store_copy_{len(copies)}"
+            _copy_from_duckdb_store(con, store, table, name)
+            copies[key] = _ident(name)
+        else:
+            copies[key] = f"read_parquet({repr_sql(postgres_snapshot(store, table))})"
     return copies[key]
+
+
+def _copy_from_duckdb_store(con: duckdb.DuckDBPyConnection, store, table: str, name: str) -> None:
+    import uuid
+    from pathlib import Path
+
+    from eoctl.sources.tables import copy_duckdb_table
+    from eoctl.stores.connection import describe, waiting_for_lock
+
+    if not Path(store.path).exists():  # never create a store out of a typo in a path
+        raise SourceError(f"{describe(store)} does not exist")
+    alias = f"eoctl_store_{uuid.uuid4().hex[:8]}"
+    waiting_for_lock(store, lambda: con.execute(f"ATTACH {repr_sql(str(store.path))} AS {_ident(alias)} (READ_ONLY)"))
+    try:
+        copy_duckdb_table(con, store, table, lambda sql: f"CREATE TEMP TABLE {_ident(name)} AS {sql}", catalog=alias)
+    finally:
+        con.execute(f"DETACH {_ident(alias)}")
 
 
 # ----------------------------------------------------------------------------------- sinks
@@ -245,7 +270,7 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
 
     if sink.path is None:
         assert sink.store is not None and sink.table is not None
-        source = f"read_parquet({repr_sql(_snapshot(copies, store_named(config, sink.store), sink.table))})"
+        source = _snapshot(con, copies, store_named(config, sink.store), sink.table)
     elif sink.format == "orc":
         import pyarrow.dataset as ds
 
@@ -275,6 +300,20 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
 # ----------------------------------------------------------------------------------- blobs
 
 
+def _modified_ms(fs, path: str) -> dt.datetime:
+    """A file's last modification (UTC wall time) truncated to the millisecond, as Hadoop gives it.
+    A local file's is taken from its nanoseconds: fsspec's float seconds round to the microsecond,
+    and .1239998 s became .124 where Hadoop gives .123 (the engines then disagreed on EO401's
+    evidence)."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    if isinstance(fs, LocalFileSystem):
+        ms = os.stat(fs._strip_protocol(path)).st_mtime_ns // 1_000_000
+        return dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)
+    modified = fs.modified(path).astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return modified.replace(microsecond=modified.microsecond // 1000 * 1000)
+
+
 def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: bool) -> None:
     """Make `view` the listing of a blob prefix (eoctl.expr.inputs.BLOB_LISTING_SCHEMA): names
     relative to the prefix, size, last modification (to the millisecond, as Hadoop gives it) and,
@@ -299,7 +338,7 @@ def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: b
         at = path.find(prefix)
         name = path[at + len(prefix):] if at >= 0 else path
         try:
-            modified = fs.modified(path).astimezone(dt.timezone.utc).replace(tzinfo=None)
+            modified = _modified_ms(fs, path)
             digest = None
             if with_hash:
                 h = hashlib.sha256()
@@ -309,9 +348,7 @@ def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: b
                 digest = h.hexdigest()
         except FileNotFoundError:
             continue
-        rows.append({"name": name, "size": int(info["size"]),
-                     "modified": modified.replace(microsecond=modified.microsecond // 1000 * 1000),
-                     "actual_sha256": digest})
+        rows.append({"name": name, "size": int(info["size"]), "modified": modified, "actual_sha256": digest})
     table = pa.Table.from_pylist(rows, schema=pa.schema([
         ("name", pa.string()), ("size", pa.int64()), ("modified", pa.timestamp("us")), ("actual_sha256", pa.string())]))
     con.register(f"{view}_arrow", table)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from eoctl.config.model import Config, DuckDBStore, PostgresStore, TableSource
@@ -68,14 +69,14 @@ def _file_signature(path: str) -> tuple:
 
 def duckdb_snapshot(store: DuckDBStore, table: str) -> str:
     """A Parquet copy of a DuckDB table in the run's temporary folder, made once while the file
-    is unchanged; Spark reads the copy.
+    is unchanged; Spark reads the copy (the DuckDB engine copies into its own database instead:
+    eoctl.engine.duckdb_audit).
 
     Why not Spark's JDBC reader on the file: DuckDB lets one process write a file and no other
     open it meanwhile, so executors holding the file through a long scan locked out gc and the
     pipeline, and a JDBC open during another's write failed the whole Spark job. A copy takes the
     file for one short, waiting, read-only statement (stores.connection), and every pass of a run
-    sees the same rows. Timestamps without a zone are taken as UTC; types Spark has no reader
-    for (UUID, JSON, HUGEINT, LIST, ...) become text, which keeps every value readable.
+    sees the same rows (values as copy_duckdb_table keeps them).
     """
     from eoctl.scratch import subdir
     from eoctl.stores.connection import connect
@@ -88,23 +89,33 @@ def duckdb_snapshot(store: DuckDBStore, table: str) -> str:
     target = subdir("duckdb") / f"{uuid.uuid4().hex[:12]}-{store.schema_name}.{table}.parquet"
     with connect(store) as conn:
         signature = _file_signature(str(store.path))  # as of the open: no writer can change it now
-        cols = conn.execute(
-            "select column_name, data_type from information_schema.columns "
-            "where table_schema = ? and table_name = ? order by ordinal_position",
-            [store.schema_name, table],
-        ).fetchall()
-        if not cols:
-            raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
-        exprs = _copied_columns(cols, lambda t: t in _DUCKDB_SPARK_NATIVE or t.startswith("DECIMAL"),
-                                {"TIMESTAMP": "timezone('UTC', {col})"}, "cast({col} as varchar)")
-        sql = f"select {', '.join(exprs)} from {qualified(store, table)}"
-        try:
-            conn.execute(f"copy ({sql}) to '{target}' (format parquet, compression zstd)")
-        except Exception as exc:  # duckdb.Error: a damaged file shows here, not at the open
-            raise SourceError(f"table {table} in {describe(store)} cannot be read: "
-                              f"{str(exc).strip().splitlines()[0][:300]}") from None
+        copy_duckdb_table(conn, store, table, lambda sql: f"copy ({sql}) to '{target}' (format parquet, compression zstd)")
     _snapshots[key] = (signature, str(target))
     return str(target)
+
+
+def copy_duckdb_table(conn, store: DuckDBStore, table: str, into: Callable[[str], str], catalog: str | None = None) -> None:
+    """Copy a DuckDB store table with `conn`, which has the store's file open (or attached as
+    `catalog`): `into(select)` is the statement that writes the copy. Every value is kept
+    readable by both engines: timestamps without a zone are taken as UTC, and types Spark has no
+    reader for (UUID, JSON, HUGEINT, LIST, ...) become text. SourceError (one line) when the table
+    is not there or cannot be read."""
+    where = " and table_catalog = ?" if catalog else ""
+    cols = conn.execute(
+        "select column_name, data_type from information_schema.columns "
+        f"where table_schema = ? and table_name = ?{where} order by ordinal_position",
+        [store.schema_name, table, *([catalog] if catalog else [])],
+    ).fetchall()
+    if not cols:
+        raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
+    exprs = _copied_columns(cols, lambda t: t in _DUCKDB_SPARK_NATIVE or t.startswith("DECIMAL"),
+                            {"TIMESTAMP": "timezone('UTC', {col})"}, "cast({col} as varchar)")
+    source = f"{quote_ident(catalog)}.{qualified(store, table)}" if catalog else qualified(store, table)
+    try:
+        conn.execute(into(f"select {', '.join(exprs)} from {source}"))
+    except Exception as exc:  # duckdb.Error: a damaged file shows here, not at the open
+        raise SourceError(f"table {table} in {describe(store)} cannot be read: "
+                          f"{str(exc).strip().splitlines()[0][:300]}") from None
 
 
 # PostgreSQL types the Parquet copy keeps as they are (Arrow reads them natively through ADBC);

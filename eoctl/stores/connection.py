@@ -7,8 +7,9 @@ columns does a table have) and, later, performs the guarded writes of gc and rep
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, TypeVar
 
 from eoctl.config.model import DuckDBStore, PostgresStore
 from eoctl.errors import SourceError
@@ -17,6 +18,7 @@ from eoctl.logs import get as get_logger
 _log = get_logger("stores")
 
 StoreConfig = DuckDBStore | PostgresStore
+T = TypeVar("T")
 
 
 def describe(store: StoreConfig) -> str:
@@ -42,8 +44,9 @@ def postgres_conninfo(store: PostgresStore) -> dict[str, Any]:
     return params
 
 
-def _open_duckdb(store: DuckDBStore, read_only: bool) -> Any:
-    """Open a DuckDB file, waiting up to `store.lock_wait_seconds` while another process has it.
+def waiting_for_lock(store: DuckDBStore, attempt: Callable[[], T]) -> T:
+    """`attempt()` (an open or an ATTACH of the store's file), tried again while another process
+    has the file, up to `store.lock_wait_seconds`.
 
     DuckDB lets one process write a file and no other process open it meanwhile (readers share a
     read-only open among themselves). Every eoctl open is short, one batch or one snapshot, so
@@ -56,7 +59,7 @@ def _open_duckdb(store: DuckDBStore, read_only: bool) -> Any:
     said = False
     while True:
         try:
-            return duckdb.connect(store.path, read_only=read_only)
+            return attempt()
         except duckdb.Error as exc:
             reason = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
             if "lock" not in reason.lower():
@@ -71,6 +74,12 @@ def _open_duckdb(store: DuckDBStore, read_only: bool) -> Any:
                              describe(store), store.lock_wait_seconds)
                 said = True
             time.sleep(0.1)
+
+
+def _open_duckdb(store: DuckDBStore, read_only: bool) -> Any:
+    import duckdb
+
+    return waiting_for_lock(store, lambda: duckdb.connect(store.path, read_only=read_only))
 
 
 @contextmanager
@@ -94,6 +103,23 @@ def connect(store: StoreConfig, *, read_only: bool = True) -> Iterator[Any]:
         yield conn
     finally:
         conn.close()
+
+
+def schema_columns(conn: Any, store: StoreConfig) -> dict[str, list[str]]:
+    """Table name -> its column names in order, for every table of the store's schema (one query:
+    a run looks up its tables in one open of each store)."""
+    sql = ("select table_name, column_name from information_schema.columns "
+           "where table_schema = %s order by table_name, ordinal_position")
+    if isinstance(store, DuckDBStore):
+        rows = conn.execute(sql.replace("%s", "?"), [store.schema_name]).fetchall()
+    else:
+        with conn.cursor() as cur:
+            cur.execute(sql, (store.schema_name,))
+            rows = cur.fetchall()
+    out: dict[str, list[str]] = {}
+    for table, column in rows:
+        out.setdefault(table, []).append(column)
+    return out
 
 
 def table_columns(conn: Any, store: StoreConfig, table: str) -> list[str] | None:

@@ -76,16 +76,17 @@ class StoreLayout:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self._columns: dict[tuple[str, str], list[str] | None] = {}
+        self._columns: dict[str, dict[str, list[str]]] = {}  # store -> table -> columns
 
     def _table_columns(self, store_name: str, table: str) -> list[str] | None:
-        from eoctl.stores.db import open_db
+        """The columns of a table; every table of the store's schema is looked up in its first
+        open (one short connection per store and run, however many endpoints share it)."""
+        from eoctl.stores.connection import connect, schema_columns
 
-        key = (store_name, table)
-        if key not in self._columns:
-            with open_db(store_named(self.config, store_name), read_only=True) as db:
-                self._columns[key] = db.columns(table)
-        return self._columns[key]
+        if store_name not in self._columns:
+            with connect(store_named(self.config, store_name)) as conn:
+                self._columns[store_name] = schema_columns(conn, store_named(self.config, store_name))
+        return self._columns[store_name].get(table)
 
     def sharing(self, store_name: str, table: str, kind: str) -> list[str]:
         """The endpoints whose `kind` table is `table` in `store_name` (more than one: it is shared)."""

@@ -81,6 +81,22 @@ def test_a_blob_listing_names_blobs_relative_to_the_prefix_with_size_time_and_ha
 
 
 @pytest.mark.unit
+def test_a_blob_modified_just_short_of_a_millisecond_keeps_that_millisecond(tmp_path: Path) -> None:
+    """Hadoop truncates a file's time to the millisecond; .1239998 s as float seconds rounds to
+    .124000 at the microsecond, and a listing from those (fsspec's) said .124."""
+    import datetime as dt
+    import os
+
+    from eoctl.engine.duckdb_audit import list_blobs
+
+    (tmp_path / "a.bin").write_bytes(b"a")
+    os.utime(tmp_path / "a.bin", ns=(0, 1_700_000_000_123_999_800))
+    con = connect()
+    list_blobs(con, str(tmp_path), "listing", with_hash=False)
+    assert con.execute("select modified from listing").fetchall() == [(dt.datetime(2023, 11, 14, 22, 13, 20, 123000),)]
+
+
+@pytest.mark.unit
 def test_evidence_past_the_kept_rows_goes_to_parquet_with_secrets_masked(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
