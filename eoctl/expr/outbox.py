@@ -66,8 +66,9 @@ def stuck_entries(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator
 
 
 def ghost_messages(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
-    """EO302: one incoming message (causation) made a producer send under two attempts. Only one
-    attempt committed: the one a pending entry names, else the last to send; the others are ghosts."""
+    """EO302: of the attempts under which one incoming message (causation) made a producer send,
+    only one committed: the one the producer's pending entry names (whether or not it sent yet),
+    else the last to send; the others are ghosts."""
     key = ["endpoint", "topic", "producer", "causation_id"]
     r = records.filter(records.problem.isnull() & records.producer.notnull() & records.causation_id.notnull()
                        & records.attempt_id.notnull())
@@ -81,13 +82,16 @@ def ghost_messages(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterato
     first = ordered.filter(ordered._rank == 0).select(*attempt, p=ordered.partition, o=ordered.offset)
     attempts = sent.join(first, attempt)
     counted = attempts.mutate(attempts=ibis._.count().over(group_by=key))
-    counted = counted.filter(counted.attempts > 1)
     # a pending entry names its committed attempt whatever its outgoing text holds (none, unreadable)
     outbox = store_table("outbox")
     entries = outbox.filter(outbox.attempt_id.notnull()).select(
         producer=outbox.ep, causation_id=outbox.incoming_message_id, pending_attempt=outbox.attempt_id).distinct()
     joined = counted.left_join(entries, ["producer", "causation_id"]).select(
-        *key, "attempt_id", "first_sent", "p", "o", "message_ids", "pending_attempt")
+        *key, "attempt_id", "first_sent", "p", "o", "message_ids", "pending_attempt", "attempts")
+    # an attempt alone is a ghost only when the entry names another (which has not sent yet); the
+    # ranking below needs only the causations sent under several attempts
+    joined = joined.filter((joined.attempts > 1) | (joined.pending_attempt.notnull()
+                                                     & (joined.pending_attempt != joined.attempt_id)))
     last = joined.mutate(_last=ibis.row_number().over(
         group_by=key, order_by=[joined.first_sent.desc(), joined.p.desc(), joined.o.desc()]))
     ranked = last.mutate(committed_attempt=ibis.coalesce(

@@ -2,10 +2,11 @@
 
 - EO301 stuck entries: a pending entry older than --stuck-after (strictly) is reported with what it
   holds back (its outgoing messages, or NULL counts when `outgoing` is not a list of messages);
-- EO302 ghost messages: where one incoming message (causation) made a producer send under two or
-  more attempts (within one endpoint's input topic), only one attempt committed: the one the
-  producer's pending entry for that causation names, else the last to send (the latest first
-  record: timestamp, then partition, then offset); every other attempt's records are ghosts;
+- EO302 ghost messages: of the attempts under which one incoming message (causation) made a
+  producer send (within one endpoint's input topic), only one committed: the one the producer's
+  pending entry for that causation names, else the last to send (the latest first record:
+  timestamp, then partition, then offset); every other attempt's records are ghosts, also when
+  only one attempt sent and the entry names another (the committed one has not sent yet);
 - referenced_tokens: the token ids pending entries hold (incoming, and outgoing once committed).
 
 Each oracle reads the rows as the protocol means them, not as the expression computes them.
@@ -110,9 +111,9 @@ def stuck_oracle(outbox: list[dict[str, Any]], options: AuditOptions) -> dict[st
 
 def ghost_oracle(records: list[dict[str, Any]], outbox: list[dict[str, Any]]) -> dict[str, list[tuple]]:
     """EO302 over each reading endpoint's input: records whose headers name a producer, a causation
-    and an attempt (and are usable at all). Per (topic, producer, causation) sent under two or more
-    attempts, the committed attempt is the one the producer's pending entry for that causation
-    names (whatever its outgoing text), else the last to send: the attempt whose first record
+    and an attempt (and are usable at all). Per (topic, producer, causation), the committed attempt
+    is the one the producer's pending entry for that causation names (whatever its outgoing text,
+    and whether or not it sent yet), else the last to send: the attempt whose first record
     (earliest timestamp, then partition, then offset) comes last. Every other attempt is a ghost:
     its distinct message ids and its first send."""
     named = {(e["ep"], e["incoming_message_id"]): e["attempt_id"] for e in outbox if e["attempt_id"] is not None}
@@ -122,8 +123,6 @@ def ghost_oracle(records: list[dict[str, Any]], outbox: list[dict[str, Any]]) ->
             sent[r["endpoint"], r["topic"], r["producer"], r["causation_id"]][r["attempt_id"]].append(r)
     out: dict[str, list[tuple]] = defaultdict(list)
     for (endpoint, topic, producer, causation), attempts in sent.items():
-        if len(attempts) < 2:
-            continue
         first = {a: min((r["timestamp"], r["partition"], r["offset"]) for r in rows) for a, rows in attempts.items()}
         committed = named.get((producer, causation)) or max(attempts, key=first.__getitem__)
         for attempt, rows in attempts.items():
@@ -308,9 +307,15 @@ def test_ghosts_are_the_attempts_that_did_not_commit(config) -> None:
         named = {(e["ep"], e["incoming_message_id"]) for e in outbox}
         seen["named by an entry"] += any((g[1], g[2]) in named for g in ghosts)
         seen["last to send"] += any((g[1], g[2]) not in named for g in ghosts)
+        senders = defaultdict(set)  # (topic, producer, causation) -> the attempts with a usable record
+        for r in records:
+            if r["problem"] is None and None not in (r["producer"], r["causation_id"], r["attempt_id"]):
+                senders[r["topic"], r["producer"], r["causation_id"]].add(r["attempt_id"])
+        seen["the only sender a ghost"] += any(len(senders[g[:3]]) == 1 for g in ghosts)
 
     check()
     assert seen["ghosts"] >= 5 and seen["named by an entry"] >= 1 and seen["last to send"] >= 1, seen
+    assert seen["the only sender a ghost"] >= 1, seen
 
 
 # ------------------------------------------------------------------------------- referenced_tokens
@@ -361,6 +366,20 @@ def test_a_pending_entry_names_the_committed_attempt_whatever_its_outgoing_text(
     tables = CheckTables(config, records=records, stores={"outbox": outbox, "tokens": [], "intents": []})
     expected = ghost_oracle(records, outbox)
     assert [row[3] for row in expected["billing"]] == ["a2"]  # the case is not vacuous
+    assert evidence(tables, "EO302") == expected
+
+
+@pytest.mark.unit
+def test_the_only_attempt_that_sent_is_a_ghost_when_the_pending_entry_names_another(config) -> None:
+    """a1 sent (a crashed attempt); a2 then committed the token checkpoint, so shop's pending entry
+    for c1 names a2, which has not sent yet: a1's record is a ghost. c2's only sender is the
+    attempt its entry names, and c3's has no entry: neither is a ghost."""
+    records = [_sent(0, 0, 0, "a1"), _sent(0, 1, 1, "a1", causation="c2"), _sent(0, 2, 2, "a1", causation="c3")]
+    outbox = [_entry("shop", "c1", "a2", created_at=T0, out=[_out_message("shop", "o1", "k1")]),
+              _entry("shop", "c2", "a1", created_at=T0, out=[_out_message("shop", "o2", "k2")])]
+    tables = CheckTables(config, records=records, stores={"outbox": outbox, "tokens": [], "intents": []})
+    expected = ghost_oracle(records, outbox)
+    assert [(row[2], row[3], row[5]) for row in expected["billing"]] == [("c1", "a1", "a2")]
     assert evidence(tables, "EO302") == expected
 
 
