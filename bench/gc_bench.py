@@ -99,26 +99,57 @@ committed_offsets = {{t = {{"0" = {committed}}}}}
 
 
 def run_duckdb(out: Path) -> tuple[float, dict[str, int]]:
-    """The same classes as DuckDB SQL over the same files."""
+    """The same classes as DuckDB SQL over the same files, by the rules eoctl.expr.reconcile
+    states: live (a record in flight carries it), referenced (a pending outbox entry holds it),
+    leaked (only processed records carry it), garbage (every attempt that registered it lost: its
+    incoming message's outcome is known without it, by a committed entry or a sent record; or
+    older than the grace period), else young. Every endpoint's store is read, as eoctl reads them."""
     import duckdb
 
     start = time.monotonic()
     db = duckdb.connect()
     db.execute(f"attach '{out / 'state.duckdb'}' as st (read_only)")
     committed = int((out / "eoctl.toml").read_text().split('"0" = ')[1].split("}")[0])
-    tok = "list_filter(headers, lambda x: x.key = 'eo-token-id')[1].value.decode()"
-    db.execute(f"""create table r as select {tok} as tok, bool_or("offset" >= {committed}) as in_flight
-                   from read_parquet('{out}/topics/t/*.parquet') group by 1""")
-    row = db.execute("""
-        with c as (
-            select case when r.in_flight then 'live' when r.tok is not null then 'leaked'
-                        when i.ref is not null or t.created_at < now() - interval 24 hour then 'garbage'
-                        else 'young' end as cls
-            from st.dst.eo_tokens t left join r on r.tok = t.token_id
-            left join (select distinct ref from st.src.eo_intents where kind = 'token') i on i.ref = t.token_id)
+
+    def header(key: str) -> str:
+        return f"list_filter(headers, lambda x: x.key = '{key}')[1].value.decode()"
+
+    db.execute(f"""create temp table r as select {header('eo-token-id')} as tok, {header('eo-producer')} as producer,
+                   {header('eo-causation-id')} as causation, "offset" < {committed} as processed
+                   from read_parquet('{out}/topics/t/*.parquet')""")
+    both = "select '{s}' as ep, * from st.{s}.{t} union all select '{d}', * from st.{d}.{t}"
+    row = db.execute(f"""
+        with tokens as ({both.format(s='src', d='dst', t='eo_tokens')}),
+        intents as (select * from ({both.format(s='src', d='dst', t='eo_intents')}) where kind = 'token'),
+        outbox as ({both.format(s='src', d='dst', t='eo_outbox')}),
+        carried as (select tok, bool_or(not processed) as in_flight, bool_or(processed) as on_processed
+                    from r where tok is not null group by tok),
+        held as (select distinct token_id from (
+                    select unnest(from_json(outgoing, '[{{"token_id": "VARCHAR"}}]')).token_id as token_id from outbox
+                    union all select incoming_token_id from outbox) where token_id is not null),
+        keys as (select distinct ep as sender, incoming_message_id from intents),
+        sent as (select distinct producer as sender, causation as incoming_message_id from r
+                 where producer is not null and causation is not null),
+        entries as (select ep as sender, incoming_message_id, bool_and(tokens_committed_at is not null) as done
+                    from outbox group by all),
+        known as (select k.sender, k.incoming_message_id,
+                         coalesce(e.done, s.sender is not null) as outcome_known
+                  from keys k left join sent s using (sender, incoming_message_id)
+                  left join entries e using (sender, incoming_message_id)),
+        lost as (select i.ref, bool_and(coalesce(k.outcome_known, false)) as lost
+                 from intents i left join known k on k.sender = i.ep and k.incoming_message_id = i.incoming_message_id
+                 group by i.ref),
+        c as (select case when c.in_flight then 'live' when h.token_id is not null then 'referenced'
+                          when c.on_processed then 'leaked'
+                          when coalesce(l.lost, false) or t.created_at < now() - interval 24 hour then 'garbage'
+                          else 'young' end as cls
+              from tokens t left join carried c on c.tok = t.token_id left join held h on h.token_id = t.token_id
+              left join lost l on l.ref = t.token_id
+              where t.ep = 'dst')
         select count(*) filter (cls = 'live'), count(*) filter (cls = 'leaked'),
-               count(*) filter (cls = 'garbage'), count(*) filter (cls = 'young') from c""").fetchone()
-    return time.monotonic() - start, dict(zip(("live", "leaked", "garbage", "young"), row))
+               count(*) filter (cls = 'garbage'), count(*) filter (cls = 'young'),
+               count(*) filter (cls = 'referenced') from c""").fetchone()
+    return time.monotonic() - start, dict(zip(("live", "leaked", "garbage", "young", "referenced"), row))
 
 
 def main() -> int:
@@ -137,7 +168,7 @@ def main() -> int:
     truth = generate(args.tokens, args.work)
     print(f"generated {args.tokens} tokens in {time.monotonic() - start:.1f} s: {truth}")
     expected = {"live": truth["live"], "leaked": truth["leaked"], "garbage": truth["orphan"] + truth["lost"],
-                "young": truth["young"]}
+                "young": truth["young"], "referenced": 0}
 
     env = {**os.environ, **({"EOCTL_JARS_DIR": args.jars} if args.jars else {})}
     rows = []

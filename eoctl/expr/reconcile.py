@@ -36,8 +36,9 @@ def _registered(scope: Scope, records: ir.Table, kind: str) -> ir.Table | None:
         registered_attempt=raw.attempt_id, ref=raw.ref)
     keys = intents.select("sender", "incoming_message_id").distinct()
     sent = records.filter(records.producer.notnull() & records.causation_id.notnull()).select(
-        sender=records.producer, incoming_message_id=records.causation_id).distinct()
-    sent = sent.semi_join(keys, ["sender", "incoming_message_id"]).mutate(sent=ibis.literal(True))
+        sender=records.producer, incoming_message_id=records.causation_id)
+    # only the intents' messages, then distinct: most records answer no intent
+    sent = sent.semi_join(keys, ["sender", "incoming_message_id"]).distinct().mutate(sent=ibis.literal(True))
     known = keys.left_join(sent, ["sender", "incoming_message_id"]).drop("sender_right", "incoming_message_id_right")
     if scope.has_any("outbox"):
         outbox = store_table("outbox")
@@ -77,7 +78,7 @@ def token_classes(scope: Scope, records: ir.Table, dialect: Dialect, names: Sequ
         endpoint=tokens.ep, token_id=tokens.token_id, message_id=tokens.message_id, attempt_id=tokens.attempt_id,
         created_at=tokens.created_at)
     # every record, also those with other header problems: a readable token id is evidence
-    carried = records.filter(records.token_id.notnull()).semi_join(t.select("token_id"), "token_id")
+    carried = records.filter(records.token_id.notnull())
     in_flight_at = carried.topic.concat("/", carried.partition.cast("string"), "@", carried.offset.cast("string"))
     on_records = carried.group_by("token_id").aggregate(
         in_flight=(~carried.processed).max(), on_processed=carried.processed.max(),
