@@ -67,39 +67,48 @@ def stuck_entries(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator
 
 def ghost_messages(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
     """EO302: of the attempts under which one incoming message (causation) made a producer send,
-    only one committed: the one the producer's pending entry names (whether or not it sent yet),
-    else the last to send; the others are ghosts."""
-    key = ["endpoint", "topic", "producer", "causation_id"]
+    into any topic eoctl reads, only one committed: the one the producer's pending entry names
+    (whether or not it sent yet), else the last to send; the others are ghosts, reported in each
+    endpoint's input where they landed (one row per topic)."""
+    key = ["producer", "causation_id"]
+    attempt = [*key, "attempt_id"]
+    # a record two endpoints read is here twice: the minimum, the first send and the attempts are
+    # the same either way, so the records need no distinct
     r = records.filter(records.problem.isnull() & records.producer.notnull() & records.causation_id.notnull()
                        & records.attempt_id.notnull())
-    attempt = [*key, "attempt_id"]
-    sent = r.group_by(attempt).aggregate(
-        first_sent=r.timestamp.min(), message_ids=r.message_id.collect(distinct=True).sort())
-    # where each attempt's first send landed (partition, then offset): it orders attempts that
+    sent = r.group_by(attempt).aggregate(first_sent=r.timestamp.min())
+    # where each attempt's first send landed (topic, partition, offset): it orders attempts that
     # first sent at one instant
-    ordered = r.mutate(_rank=ibis.row_number().over(group_by=attempt, order_by=[r.timestamp, r.partition,
+    ordered = r.mutate(_rank=ibis.row_number().over(group_by=attempt, order_by=[r.timestamp, r.topic, r.partition,
                                                                                  r.offset]))
-    first = ordered.filter(ordered._rank == 0).select(*attempt, p=ordered.partition, o=ordered.offset)
+    first = ordered.filter(ordered._rank == 0).select(*attempt, t=ordered.topic, p=ordered.partition,
+                                                      o=ordered.offset)
     attempts = sent.join(first, attempt)
     counted = attempts.mutate(attempts=ibis._.count().over(group_by=key))
     # a pending entry names its committed attempt whatever its outgoing text holds (none, unreadable)
     outbox = store_table("outbox")
     entries = outbox.filter(outbox.attempt_id.notnull()).select(
         producer=outbox.ep, causation_id=outbox.incoming_message_id, pending_attempt=outbox.attempt_id).distinct()
-    joined = counted.left_join(entries, ["producer", "causation_id"]).select(
-        *key, "attempt_id", "first_sent", "p", "o", "message_ids", "pending_attempt", "attempts")
+    joined = counted.left_join(entries, key).select(
+        *attempt, "first_sent", "t", "p", "o", "pending_attempt", "attempts")
     # an attempt alone is a ghost only when the entry names another (which has not sent yet); the
     # ranking below needs only the causations sent under several attempts
     joined = joined.filter((joined.attempts > 1) | (joined.pending_attempt.notnull()
                                                      & (joined.pending_attempt != joined.attempt_id)))
     last = joined.mutate(_last=ibis.row_number().over(
-        group_by=key, order_by=[joined.first_sent.desc(), joined.p.desc(), joined.o.desc()]))
+        group_by=key, order_by=[joined.first_sent.desc(), joined.t.desc(), joined.p.desc(), joined.o.desc()]))
     ranked = last.mutate(committed_attempt=ibis.coalesce(
         last.pending_attempt,
         ibis.ifelse(last._last == 0, last.attempt_id, ibis.null("string")).max().over(group_by=key)))
-    ghosts = ranked.filter(ranked.attempt_id != ranked.committed_attempt).select(
-        *key, ghost_attempt=ranked.attempt_id, message_ids=ranked.message_ids,
-        committed_attempt=ranked.committed_attempt, first_sent=ranked.first_sent)
+    ghost_attempts = ranked.filter(ranked.attempt_id != ranked.committed_attempt).select(
+        *attempt, "committed_attempt")
+    # the ghosts' records (few), per endpoint and topic they landed in
+    g = r.join(ghost_attempts, attempt)
+    ghosts = g.group_by(["endpoint", "topic", *attempt]).aggregate(
+        message_ids=g.message_id.collect(distinct=True).sort(), committed_attempt=g.committed_attempt.max(),
+        first_sent=g.timestamp.min())
+    ghosts = ghosts.select("endpoint", "topic", *key, ghost_attempt=ghosts.attempt_id, message_ids=ghosts.message_ids,
+                           committed_attempt=ghosts.committed_attempt, first_sent=ghosts.first_sent)
     for name, ep in scope.endpoints.items():
         if ep.input is not None:
             yield Hit("EO302", name, scope.topics(name), ghosts.filter(ghosts.endpoint == name).drop("endpoint"))

@@ -3,9 +3,9 @@
 - EO301 stuck entries: a pending entry older than --stuck-after (strictly) is reported with what it
   holds back (its outgoing messages, or NULL counts when `outgoing` is not a list of messages);
 - EO302 ghost messages: of the attempts under which one incoming message (causation) made a
-  producer send (within one endpoint's input topic), only one committed: the one the producer's
+  producer send (into any topic an endpoint reads), only one committed: the one the producer's
   pending entry for that causation names, else the last to send (the latest first record:
-  timestamp, then partition, then offset); every other attempt's records are ghosts, also when
+  timestamp, then topic, partition, offset); every other attempt's records are ghosts, also when
   only one attempt sent and the entry names another (the committed one has not sent yet);
 - referenced_tokens: the token ids pending entries hold (incoming, and outgoing once committed).
 
@@ -110,25 +110,32 @@ def stuck_oracle(outbox: list[dict[str, Any]], options: AuditOptions) -> dict[st
 
 
 def ghost_oracle(records: list[dict[str, Any]], outbox: list[dict[str, Any]]) -> dict[str, list[tuple]]:
-    """EO302 over each reading endpoint's input: records whose headers name a producer, a causation
-    and an attempt (and are usable at all). Per (topic, producer, causation), the committed attempt
-    is the one the producer's pending entry for that causation names (whatever its outgoing text,
-    and whether or not it sent yet), else the last to send: the attempt whose first record
-    (earliest timestamp, then partition, then offset) comes last. Every other attempt is a ghost:
-    its distinct message ids and its first send."""
+    """EO302 over every record eoctl reads whose headers name a producer, a causation and an
+    attempt (and are usable at all), whatever topic it landed in. Per (producer, causation), the
+    committed attempt is the one the producer's pending entry for that causation names (whatever
+    its outgoing text, and whether or not it sent yet), else the last to send: the attempt whose
+    first record (earliest timestamp, then topic, partition, offset) comes last. Every other
+    attempt is a ghost, reported per reading endpoint and topic: its distinct message ids there and
+    its first send there."""
     named = {(e["ep"], e["incoming_message_id"]): e["attempt_id"] for e in outbox if e["attempt_id"] is not None}
     sent: dict[tuple, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         if r["problem"] is None and None not in (r["producer"], r["causation_id"], r["attempt_id"]):
-            sent[r["endpoint"], r["topic"], r["producer"], r["causation_id"]][r["attempt_id"]].append(r)
+            sent[r["producer"], r["causation_id"]][r["attempt_id"]].append(r)
     out: dict[str, list[tuple]] = defaultdict(list)
-    for (endpoint, topic, producer, causation), attempts in sent.items():
-        first = {a: min((r["timestamp"], r["partition"], r["offset"]) for r in rows) for a, rows in attempts.items()}
+    for (producer, causation), attempts in sent.items():
+        first = {a: min((r["timestamp"], r["topic"], r["partition"], r["offset"]) for r in rows)
+                 for a, rows in attempts.items()}
         committed = named.get((producer, causation)) or max(attempts, key=first.__getitem__)
         for attempt, rows in attempts.items():
-            if attempt != committed:
-                out[endpoint].append((topic, producer, causation, attempt,
-                                      tuple(sorted({r["message_id"] for r in rows})), committed, first[attempt][0]))
+            if attempt == committed:
+                continue
+            landed: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+            for r in rows:
+                landed[r["endpoint"], r["topic"]].append(r)
+            for (endpoint, topic), there in landed.items():
+                out[endpoint].append((topic, producer, causation, attempt, tuple(sorted({r["message_id"] for r in there})),
+                                      committed, min(r["timestamp"] for r in there)))
     return _sorted(out)
 
 
@@ -295,7 +302,7 @@ def test_ghosts_are_the_attempts_that_did_not_commit(config) -> None:
     entries naming some causations' attempts, with any outgoing text: the ghosts the oracle names."""
     seen: Counter[str] = Counter()
 
-    @hypothesis(40)
+    @hypothesis(60)
     @given(records=records_st(), rows=outbox_rows(eps=("shop", "billing"), causations=("c1", "c2"), min_size=1))
     def check(records, rows) -> None:
         outbox = _placed(rows, AuditOptions(now=NOWS[0]))
@@ -307,15 +314,18 @@ def test_ghosts_are_the_attempts_that_did_not_commit(config) -> None:
         named = {(e["ep"], e["incoming_message_id"]) for e in outbox}
         seen["named by an entry"] += any((g[1], g[2]) in named for g in ghosts)
         seen["last to send"] += any((g[1], g[2]) not in named for g in ghosts)
-        senders = defaultdict(set)  # (topic, producer, causation) -> the attempts with a usable record
+        senders = defaultdict(set)  # (producer, causation) -> the attempts with a usable record
         for r in records:
             if r["problem"] is None and None not in (r["producer"], r["causation_id"], r["attempt_id"]):
-                senders[r["topic"], r["producer"], r["causation_id"]].add(r["attempt_id"])
-        seen["the only sender a ghost"] += any(len(senders[g[:3]]) == 1 for g in ghosts)
+                senders[r["producer"], r["causation_id"]].add(r["attempt_id"])
+        seen["the only sender a ghost"] += any(len(senders[g[1:3]]) == 1 for g in ghosts)
+        seen["across topics"] += any(len({(r["topic"], r["attempt_id"]) for r in records if (r["producer"], r[
+            "causation_id"]) == g[1:3]}) > len({r["attempt_id"] for r in records if r["topic"] == g[0] and (
+                r["producer"], r["causation_id"]) == g[1:3]}) for g in ghosts)
 
     check()
     assert seen["ghosts"] >= 5 and seen["named by an entry"] >= 1 and seen["last to send"] >= 1, seen
-    assert seen["the only sender a ghost"] >= 1, seen
+    assert seen["the only sender a ghost"] >= 1 and seen["across topics"] >= 1, seen
 
 
 # ------------------------------------------------------------------------------- referenced_tokens
@@ -380,6 +390,21 @@ def test_the_only_attempt_that_sent_is_a_ghost_when_the_pending_entry_names_anot
     tables = CheckTables(config, records=records, stores={"outbox": outbox, "tokens": [], "intents": []})
     expected = ghost_oracle(records, outbox)
     assert [(row[2], row[3], row[5]) for row in expected["billing"]] == [("c1", "a1", "a2")]
+    assert evidence(tables, "EO302") == expected
+
+
+@pytest.mark.unit
+def test_attempts_that_sent_into_different_topics_are_ranked_together(config) -> None:
+    """shop, c1: a1 sent only into orders (billing's input), then a2 only into invoices
+    (shipping's): a2 is the last to send, so a1's record in orders is a ghost, though no topic
+    holds both attempts. c2: both first sent at one instant, a1 into orders and a2 into invoices:
+    orders comes after invoices, so a1 committed and a2 is the ghost, under shipping."""
+    records = [_sent(0, 0, 0, "a1"), _sent(0, 0, 1, "a2", endpoint="shipping"),
+               _sent(0, 1, 2, "a1", causation="c2"), _sent(0, 1, 2, "a2", causation="c2", endpoint="shipping")]
+    tables = CheckTables(config, records=records, stores={"outbox": [], "tokens": [], "intents": []})
+    expected = ghost_oracle(records, [])
+    assert {ep: [(row[0], row[2], row[3], row[5]) for row in rows] for ep, rows in expected.items()} == {
+        "billing": [("orders", "c1", "a1", "a2")], "shipping": [("invoices", "c2", "a2", "a1")]}
     assert evidence(tables, "EO302") == expected
 
 
