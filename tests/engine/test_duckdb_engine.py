@@ -153,3 +153,54 @@ def test_a_gc_plans_small_tables_do_not_make_duckdb_import_pandas(tmp_path: Path
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "EOCTL_TMPDIR": str(tmp_path)})
     assert out.stdout.strip() == "False"
+
+
+#: a process that writes a DuckDB store (the pipeline): holds the file for argv[2] seconds
+_WRITER = """
+import sys, time
+import duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("insert into s.t values (3)")
+print("holding", flush=True)
+time.sleep(float(sys.argv[2]))
+con.close()
+"""
+
+
+def _writer_holding(path: Path, seconds: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "holding"
+    return proc
+
+
+@pytest.mark.integration
+def test_a_store_table_is_copied_once_the_writer_lets_go_of_the_file(tmp_path: Path) -> None:
+    """The copy of a store table waits while another process writes the DuckDB file (DuckDB lets
+    no other process open it meanwhile), then copies what the writer committed; past
+    lock_wait_seconds it is one line naming the file."""
+    import time
+
+    import duckdb
+
+    from eoctl.config.model import DuckDBStore
+    from eoctl.engine.duckdb_audit import _snapshot
+
+    path = tmp_path / "state.duckdb"
+    with duckdb.connect(str(path)) as db:
+        db.execute("create schema s; create table s.t (x integer); insert into s.t values (1), (2)")
+    store = DuckDBStore.model_validate({"type": "duckdb", "path": str(path), "schema": "s", "lock_wait_seconds": 30})
+    writer = _writer_holding(path, 1.5)
+    con, started = connect(), time.monotonic()
+    source = _snapshot(con, {}, store, "t")
+    assert time.monotonic() - started > 0.5  # it waited for its turn
+    assert writer.wait(timeout=30) == 0
+    assert con.execute(f"select sum(x) from {source}").fetchone() == (6,)
+
+    writer = _writer_holding(path, 30)
+    try:
+        short = store.model_copy(update={"lock_wait_seconds": 0.5})
+        with pytest.raises(SourceError, match=r"DuckDB file .*state.duckdb stayed in use by another process for 0.5s"):
+            _snapshot(connect(), {}, short, "t")
+    finally:
+        writer.kill()
+        writer.wait()
