@@ -239,20 +239,11 @@ def _snapshot(con: duckdb.DuckDBPyConnection, copies: dict[tuple[str, str], str]
 
 
 def _copy_from_duckdb_store(con: duckdb.DuckDBPyConnection, store, table: str, name: str) -> None:
-    import uuid
-    from pathlib import Path
-
     from eoctl.sources.tables import copy_duckdb_table
-    from eoctl.stores.connection import describe, waiting_for_lock
+    from eoctl.stores.connection import attached_read_only
 
-    if not Path(store.path).exists():  # never create a store out of a typo in a path
-        raise SourceError(f"{describe(store)} does not exist")
-    alias = f"eoctl_store_{uuid.uuid4().hex[:8]}"
-    waiting_for_lock(store, lambda: con.execute(f"ATTACH {repr_sql(str(store.path))} AS {_ident(alias)} (READ_ONLY)"))
-    try:
-        copy_duckdb_table(con, store, table, lambda sql: f"CREATE TEMP TABLE {_ident(name)} AS {sql}", catalog=alias)
-    finally:
-        con.execute(f"DETACH {_ident(alias)}")
+    with attached_read_only(con, store) as catalog:
+        copy_duckdb_table(con, store, table, lambda sql: f"CREATE TEMP TABLE {_ident(name)} AS {sql}", catalog=catalog)
 
 
 # ----------------------------------------------------------------------------------- sinks

@@ -58,13 +58,18 @@ def _spark_from_json(value: dt.string, schema: dt.string) -> BLOB_REFS:
     """Spark: the JSON text parsed as `schema`, NULL when it is not of that shape."""
 
 
+def _json_list(text: ir.StringValue, of: dt.Array, spark_parse, spark_schema: str, dialect: Dialect) -> ir.ArrayValue:
+    """JSON text as a list of type `of`, NULL when it is not one, the same on both engines
+    (`spark_parse`: Spark's from_json declared to return `of`)."""
+    if dialect is Dialect.duckdb:
+        return text.try_cast("json").try_cast(of)
+    # Spark's from_json reads a lone object as a list of one: only text that is a JSON list is one
+    return text.lstrip().startswith("[").ifelse(spark_parse(text, spark_schema), ibis.null(of))
+
+
 def blob_refs(text: ir.StringValue, dialect: Dialect) -> ir.ArrayValue:
     """eo-blobs text as a list of {uri, sha256}, NULL when it is not one."""
-    if dialect is Dialect.duckdb:
-        return text.try_cast("json").try_cast(BLOB_REFS)
-    # Spark's from_json reads a lone object as a list of one: only text that is a JSON list is one
-    return text.lstrip().startswith("[").ifelse(
-        _spark_from_json(text, "array<struct<uri: string, sha256: string>>"), ibis.null(BLOB_REFS))
+    return _json_list(text, BLOB_REFS, _spark_from_json, "array<struct<uri: string, sha256: string>>", dialect)
 
 
 def json_refs_valid(text: ir.StringValue, dialect: Dialect) -> ir.BooleanValue:
@@ -83,13 +88,8 @@ def _spark_outgoing(value: dt.string, schema: dt.string) -> OUTGOING:
 
 def outgoing_messages(text: ir.StringValue, dialect: Dialect) -> ir.ArrayValue:
     """An outbox entry's `outgoing` text as a list of messages, NULL when it is not one."""
-    if dialect is Dialect.duckdb:
-        return text.try_cast("json").try_cast(OUTGOING)
-    # Spark's from_json reads a lone object as a list of one: only text that is a JSON list is one
-    is_list = text.lstrip().startswith("[")
-    return is_list.ifelse(_spark_outgoing(
-        text, "array<struct<message_id: string, token_id: string, topic: string, key: string, "
-              "headers: map<string, string>>>"), ibis.null(OUTGOING))
+    return _json_list(text, OUTGOING, _spark_outgoing, "array<struct<message_id: string, token_id: string, "
+                      "topic: string, key: string, headers: map<string, string>>>", dialect)
 
 
 def to_json(value: ir.StructValue, dialect: Dialect) -> ir.StringValue:

@@ -66,13 +66,11 @@ def conflicting_values(scope: Scope, records: ir.Table, dialect: Dialect) -> Ite
     """EO502: one idempotency key with different values (value_columns; default all other
     columns); `values` lists up to five of them, as JSON, sorted. The keys to look at are the kept
     differing_keys; the values are written as JSON, counted and listed for those keys only."""
-    shared = differing_keys(scope, dialect)
     for name, sink in _keyed_sinks(scope):
         rows = scope.sink(name, sink)
         keys = list(sink.key_columns)
         values = _value_columns(rows, sink)
-        view = differing_keys_view(scope, name, sink)
-        differ = ibis.table(shared[view].schema(), name=view)
+        differ = ibis.table(rows.select(keys).schema(), name=differing_keys_view(scope, name, sink))
         # null-safe: a NULL key is a group of its own, as in the aggregate
         flagged = rows.semi_join(differ, [rows[k].identical_to(differ[k]) for k in keys])
         flagged = flagged.mutate(_value=to_json(ibis.struct({c: flagged[c] for c in values}), dialect))

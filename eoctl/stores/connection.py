@@ -44,7 +44,7 @@ def postgres_conninfo(store: PostgresStore) -> dict[str, Any]:
     return params
 
 
-def waiting_for_lock(store: DuckDBStore, attempt: Callable[[], T]) -> T:
+def _waiting_for_lock(store: DuckDBStore, attempt: Callable[[], T]) -> T:
     """`attempt()` (an open or an ATTACH of the store's file), tried again while another process
     has the file, up to `store.lock_wait_seconds`.
 
@@ -79,17 +79,38 @@ def waiting_for_lock(store: DuckDBStore, attempt: Callable[[], T]) -> T:
 def _open_duckdb(store: DuckDBStore, read_only: bool) -> Any:
     import duckdb
 
-    return waiting_for_lock(store, lambda: duckdb.connect(store.path, read_only=read_only))
+    return _waiting_for_lock(store, lambda: duckdb.connect(store.path, read_only=read_only))
+
+
+def _must_exist(store: DuckDBStore) -> None:
+    from pathlib import Path
+
+    if not Path(store.path).exists():  # never create a store out of a typo in a path
+        raise SourceError(f"{describe(store)} does not exist")
+
+
+@contextmanager
+def attached_read_only(con: Any, store: DuckDBStore) -> Iterator[str]:
+    """The store's file attached read-only to DuckDB connection `con` (another database: the
+    DuckDB engine's own), waiting for its turn as an open does; yields the catalog name. Detached
+    on leaving, so the file is held only for the statements inside."""
+    import uuid
+
+    _must_exist(store)
+    alias = f"eoctl_store_{uuid.uuid4().hex[:8]}"
+    quoted_path, quoted_alias = str(store.path).replace("'", "''"), '"' + alias + '"'
+    _waiting_for_lock(store, lambda: con.execute(f"ATTACH '{quoted_path}' AS {quoted_alias} (READ_ONLY)"))
+    try:
+        yield alias
+    finally:
+        con.execute(f"DETACH {quoted_alias}")
 
 
 @contextmanager
 def connect(store: StoreConfig, *, read_only: bool = True) -> Iterator[Any]:
     """A DB-API connection; SourceError (one line, no secrets) when the store is unreachable."""
     if isinstance(store, DuckDBStore):
-        from pathlib import Path
-
-        if not Path(store.path).exists():  # never create a store out of a typo in a path
-            raise SourceError(f"{describe(store)} does not exist")
+        _must_exist(store)
         conn = _open_duckdb(store, read_only)
     else:
         import psycopg
@@ -105,33 +126,27 @@ def connect(store: StoreConfig, *, read_only: bool = True) -> Iterator[Any]:
         conn.close()
 
 
-def schema_columns(conn: Any, store: StoreConfig) -> dict[str, list[str]]:
+def schema_columns(conn: Any, store: StoreConfig, table: str | None = None) -> dict[str, list[str]]:
     """Table name -> its column names in order, for every table of the store's schema (one query:
-    a run looks up its tables in one open of each store)."""
-    sql = ("select table_name, column_name from information_schema.columns "
-           "where table_schema = %s order by table_name, ordinal_position")
+    a run looks up its tables in one open of each store), or for `table` alone."""
+    sql = "select table_name, column_name from information_schema.columns where table_schema = %s"
+    params = [store.schema_name]
+    if table is not None:
+        sql += " and table_name = %s"
+        params.append(table)
+    sql += " order by table_name, ordinal_position"
     if isinstance(store, DuckDBStore):
-        rows = conn.execute(sql.replace("%s", "?"), [store.schema_name]).fetchall()
+        rows = conn.execute(sql.replace("%s", "?"), params).fetchall()
     else:
         with conn.cursor() as cur:
-            cur.execute(sql, (store.schema_name,))
+            cur.execute(sql, params)
             rows = cur.fetchall()
     out: dict[str, list[str]] = {}
-    for table, column in rows:
-        out.setdefault(table, []).append(column)
+    for name, column in rows:
+        out.setdefault(name, []).append(column)
     return out
 
 
 def table_columns(conn: Any, store: StoreConfig, table: str) -> list[str] | None:
     """Column names of `table` in the store's schema, in order; None when the table does not exist."""
-    sql = (
-        "select column_name from information_schema.columns "
-        "where table_schema = %s and table_name = %s order by ordinal_position"
-    )
-    if isinstance(store, DuckDBStore):
-        rows = conn.execute(sql.replace("%s", "?"), [store.schema_name, table]).fetchall()
-    else:
-        with conn.cursor() as cur:
-            cur.execute(sql, (store.schema_name, table))
-            rows = cur.fetchall()
-    return [r[0] for r in rows] or None
+    return schema_columns(conn, store, table).get(table)

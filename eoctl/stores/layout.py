@@ -84,8 +84,9 @@ class StoreLayout:
         from eoctl.stores.connection import connect, schema_columns
 
         if store_name not in self._columns:
-            with connect(store_named(self.config, store_name)) as conn:
-                self._columns[store_name] = schema_columns(conn, store_named(self.config, store_name))
+            store = store_named(self.config, store_name)
+            with connect(store) as conn:
+                self._columns[store_name] = schema_columns(conn, store)
         return self._columns[store_name].get(table)
 
     def sharing(self, store_name: str, table: str, kind: str) -> list[str]:

@@ -109,23 +109,21 @@ class CheckTables:
 
     def rows_of(self, build: Any, engine: str = "duckdb", spark: Any = None) -> list[dict[str, Any]]:
         """The rows of one expression `build(scope, dialect)` over the tables (a part checks share)."""
-        from eoctl.expr import Dialect, compile_sql
+        from eoctl.expr import compile_sql
 
         scope = self.scope()
-        dialect = Dialect.duckdb if engine == "duckdb" else Dialect.spark
-        run = _on_duckdb if engine == "duckdb" else _on_spark(spark)
+        dialect, run = _engine(engine, spark)
         with run(self._tables(scope)) as (query, _keep):
             return query(compile_sql(build(scope, dialect), dialect))
 
     def evidence(self, code: str, engine: str, spark: Any = None) -> dict[str, list[dict[str, Any]]]:
         """endpoint -> the evidence rows of check `code` with any (hits without rows left out)."""
-        from eoctl.expr import Dialect, compile_sql
+        from eoctl.expr import compile_sql
         from eoctl.expr.catalog import CHECKS, shared_tables
         from eoctl.expr.records import records_table
 
         scope = self.scope()
-        dialect = Dialect.duckdb if engine == "duckdb" else Dialect.spark
-        run = _on_duckdb if engine == "duckdb" else _on_spark(spark)
+        dialect, run = _engine(engine, spark)
         with run(self._tables(scope)) as (query, keep):
             records = records_table()
             for name, expr in shared_tables([code], scope, records, dialect).items():
@@ -136,6 +134,13 @@ class CheckTables:
                 if rows:
                     out.setdefault(hit.endpoint, []).extend(rows)
             return out
+
+
+def _engine(engine: str, spark: Any) -> tuple[Any, Any]:
+    """(the dialect, the runner of the tables) of `engine`: duckdb, or spark on session `spark`."""
+    from eoctl.expr import Dialect
+
+    return (Dialect.duckdb, _on_duckdb) if engine == "duckdb" else (Dialect.spark, _on_spark(spark))
 
 
 class _on_duckdb:
