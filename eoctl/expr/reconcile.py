@@ -69,22 +69,34 @@ def _with_registration(scope: Scope, records: ir.Table, df: ir.Table, kind: str,
                      intents=ibis.null(_INTENTS))
 
 
-def token_classes(scope: Scope, records: ir.Table, dialect: Dialect, names: Sequence[str]) -> ir.Table:
+def token_classes(scope: Scope, records: ir.Table, dialect: Dialect, names: Sequence[str], *,
+                  garbage_only: bool = False) -> ir.Table:
     """Every token of the endpoints `names` with its class, reason, whether it is collectable
     (garbage past the grace period), who registered it and the intents naming it. A token's class
-    depends on no other token, so one pass classifies every endpoint's as each alone would."""
+    depends on no other token, so one pass classifies every endpoint's as each alone would.
+    `garbage_only`: the garbage rows alone (what a gc plan reads), found by the same rules."""
     tokens = store_table("tokens")
     t = tokens.filter(tokens.ep.isin(list(names))).select(
         endpoint=tokens.ep, token_id=tokens.token_id, message_id=tokens.message_id, attempt_id=tokens.attempt_id,
         created_at=tokens.created_at)
     # every record, also those with other header problems: a readable token id is evidence
     carried = records.filter(records.token_id.notnull())
-    in_flight_at = carried.topic.concat("/", carried.partition.cast("string"), "@", carried.offset.cast("string"))
-    on_records = carried.group_by("token_id").aggregate(
-        in_flight=(~carried.processed).max(), on_processed=carried.processed.max(),
-        in_flight_at=ibis.ifelse(~carried.processed, in_flight_at, ibis.null("string")).min())
-    refs = referenced_tokens(scope, dialect).mutate(referenced=ibis.literal(True))
-    df = t.left_join(on_records, "token_id").drop("token_id_right").left_join(refs, "token_id").drop("token_id_right")
+    refs = referenced_tokens(scope, dialect)
+    if garbage_only:
+        # garbage is on no record and in no pending entry: anti-joins, without the per-token
+        # aggregate over the records (the evidence of live and leaked tokens)
+        df = t.anti_join(carried, "token_id").anti_join(refs, "token_id").mutate(
+            in_flight=ibis.null("boolean"), on_processed=ibis.null("boolean"), in_flight_at=ibis.null("string"),
+            referenced=ibis.null("boolean"))
+    else:
+        in_flight_at = carried.topic.concat("/", carried.partition.cast("string"), "@",
+                                            carried.offset.cast("string"))
+        on_records = carried.group_by("token_id").aggregate(
+            in_flight=(~carried.processed).max(), on_processed=carried.processed.max(),
+            in_flight_at=ibis.ifelse(~carried.processed, in_flight_at, ibis.null("string")).min())
+        refs = refs.mutate(referenced=ibis.literal(True))
+        df = (t.left_join(on_records, "token_id").drop("token_id_right").left_join(refs, "token_id")
+              .drop("token_id_right"))
     df = _with_registration(scope, records, df, "token", "token_id")
     lost = ibis.coalesce(df.attempt_lost, False)
     old = df.created_at < scope.ago(scope.options.grace)
@@ -98,10 +110,11 @@ def token_classes(scope: Scope, records: ir.Table, dialect: Dialect, names: Sequ
                                                              ", which did not commit")),
         (old, "on no record and in no pending entry, older than the grace period"),
         else_="on no record and in no pending entry yet, within the grace period")
-    return df.select(
+    classes = df.select(
         endpoint=df.endpoint, token_id=df.token_id, message_id=df.message_id, attempt_id=df.attempt_id,
         created_at=df.created_at, **{"class": cls}, reason=reason, collectable=(cls == "garbage") & old,
         **{c: df[c] for c in _REGISTRATION}, intents=ibis.coalesce(df.intents, ibis.literal([], type=_INTENTS)))
+    return classes.filter(classes["class"] == "garbage") if garbage_only else classes
 
 
 def missing_tokens(scope: Scope, records: ir.Table, name: str) -> ir.Table:

@@ -134,7 +134,7 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
 def _classes(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
     from eoctl.expr.reconcile import token_classes
 
-    return token_classes(scope, records, dialect, names)
+    return token_classes(scope, records, dialect, names, garbage_only=True)
 
 
 KIND = GcKind(COMMAND, "tokens", "token_id", _classes,

@@ -451,6 +451,72 @@ def test_committed_below_log_start_eo204_matches_the_oracle(config) -> None:
     _compare_over_drawn_states(config, "EO204", branches)
 
 
+def classified(s: State, config, *, garbage_only: bool, engine: str = "duckdb", spark=None) -> list[dict]:
+    """The stored endpoints' token classes (eoctl.expr.reconcile.token_classes): the garbage rows, by
+    the full classification (what reconcile-tokens reports) or by its garbage-only form (what
+    gc-tokens plans from), in token order."""
+    from eoctl.expr.reconcile import token_classes
+    from eoctl.expr.records import records_table
+
+    rows = s.tables(config).rows_of(lambda scope, dialect: token_classes(
+        scope, records_table(), dialect, list(STORED), garbage_only=garbage_only), engine, spark)
+    rows = rows if garbage_only else [r for r in rows if r["class"] == "garbage"]
+    return sorted(rows, key=lambda r: (r["endpoint"], r["token_id"]))
+
+
+def with_outcomes(s: State, sent: list[int], commit: bool, created_at: dt.datetime | None = None) -> State:
+    """`s` where the attempts of the intents naming the refs of the intents at `sent` (indexes,
+    modulo their number) sent their messages: a record from the intent's endpoint caused by its
+    incoming message, on invoices/2; with `commit`, that endpoint's entries for those messages
+    committed their tokens too (else a pending one keeps the outcome unknown). A ref is lost when
+    every attempt naming it lost (eoctl.expr.reconcile). `created_at`: the stored tokens of those refs
+    were created then (a lost attempt's young token is garbage, not yet collectable)."""
+    refs = {s.intents[i % len(s.intents)]["ref"] for i in sent} if s.intents else set()
+    for token in s.tokens if created_at else ():
+        if token["token_id"] in refs:
+            token["created_at"] = created_at
+    for n, intent in enumerate(i for i in s.intents or () if i["ref"] in refs):
+        s.records.append(record(endpoint="shipping", topic="invoices", partition=2, offset=100 + n,
+                                message_id=f"sent-{n}", token_id=f"k-sent-{n}", producer=intent["ep"],
+                                causation_id=intent["incoming_message_id"]))
+        for entry in s.outbox if commit else ():
+            if (entry["ep"], entry["incoming_message_id"]) == (intent["ep"], intent["incoming_message_id"]):
+                entry["tokens_committed_at"] = CUTOFF
+    return s
+
+
+def lost(row: dict) -> bool:
+    return row["reason"].startswith("registered by attempt")
+
+
+@pytest.mark.unit
+def test_the_garbage_gc_plans_from_is_the_classifications_garbage(config) -> None:
+    """gc-tokens finds garbage by anti-joins (no per-token aggregate over the records): the same
+    rows, reasons, collectable flags and intents as reconcile-tokens' garbage, over drawn states
+    where attempts sent and entries committed. Fails, too, when too few states have garbage, or
+    none has an old token only a record keeps, or garbage of a lost attempt, young and old."""
+    seen = {"examples": 0, "with garbage": 0, "old token a record keeps": 0, "lost, young": 0, "lost, old": 0}
+    drawn = st.builds(with_outcomes, states().filter(lambda s: s.intents), st.lists(st.integers(0, 5), min_size=1, max_size=4),
+                      st.sampled_from([True, True, False]), st.sampled_from([None, CREATED[-1]]))
+
+    @_SETTINGS
+    @given(s=drawn)
+    def compare(s: State) -> None:
+        full = classified(s, config, garbage_only=False)
+        seen["examples"] += 1
+        seen["with garbage"] += bool(full)
+        seen["old token a record keeps"] += any(t["created_at"] < CUTOFF and t["token_id"] in carried(s) - held(s)
+                                                for t in s.tokens)
+        seen["lost, young"] += any(lost(r) and not r["collectable"] for r in full)
+        seen["lost, old"] += any(lost(r) and r["collectable"] for r in full)
+        target(float(min(len(full), 4)), label="garbage")
+        assert classified(s, config, garbage_only=True) == full
+
+    compare()
+    assert seen["with garbage"] >= max(1, seen["examples"] // 10), seen
+    assert all(seen.values()), str(seen)
+
+
 @pytest.mark.unit
 @pytest.mark.parametrize("code", ["EO201", "EO202", "EO203", "EO204"])
 def test_the_fixed_rich_state_on_duckdb(config, code: str) -> None:
@@ -632,3 +698,15 @@ def test_spark_duckdb_and_the_oracle_agree_on_fixed_rich_states(spark, config) -
                 wrong.append((name, code, on_duckdb, expected))
     assert not parity, "Spark and DuckDB disagree: (state, code, spark, duckdb)\n" + "\n".join(map(str, parity))
     assert not wrong, "the check is not the oracle: (state, code, evidence, oracle)\n" + "\n".join(map(str, wrong))
+
+
+@pytest.mark.integration
+def test_spark_plans_the_same_garbage_as_duckdb_on_the_rich_state(spark, config) -> None:
+    """The garbage-only form on Spark: the full classification's garbage, on both engines, in the
+    rich state where billing's attempt for m0 sent (k-young: garbage of a lost attempt, young)."""
+    s = with_outcomes(rich_state(), sent=[2], commit=False)
+    expected = classified(s, config, garbage_only=False)
+    assert any(lost(r) and not r["collectable"] for r in expected), "the case would be vacuous"
+    assert any(r["collectable"] for r in expected), "the case would be vacuous"
+    assert classified(s, config, garbage_only=True, engine="spark", spark=spark) == expected
+    assert classified(s, config, garbage_only=False, engine="spark", spark=spark) == expected
