@@ -496,8 +496,9 @@ def test_the_garbage_gc_plans_from_is_the_classifications_garbage(config) -> Non
     where attempts sent and entries committed. Fails, too, when too few states have garbage, or
     none has an old token only a record keeps, or garbage of a lost attempt, young and old."""
     seen = {"examples": 0, "with garbage": 0, "old token a record keeps": 0, "lost, young": 0, "lost, old": 0}
-    drawn = st.builds(with_outcomes, states().filter(lambda s: s.intents), st.lists(st.integers(0, 5), min_size=1, max_size=4),
-                      st.sampled_from([True, True, False]), st.sampled_from([None, CREATED[-1]]))
+    drawn = st.builds(with_outcomes, states().filter(lambda s: s.intents),
+                      st.lists(st.integers(0, 5), min_size=1, max_size=4), st.sampled_from([True, True, False]),
+                      st.sampled_from([None, CREATED[-1]]))
 
     @_SETTINGS
     @given(s=drawn)
