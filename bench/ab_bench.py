@@ -13,7 +13,6 @@ Both sides must find the generated state's ground truth, or the figures mean not
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -26,18 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from audit_bench import CODES  # noqa: E402
-from measure import run_measured  # noqa: E402
-
-
-def audit(tree: Path, config: Path, engine: str, env: dict[str, str]) -> tuple[float, int, dict[str, int]]:
-    """(wall seconds, peak RSS bytes, count per code) of the audit run from `tree`."""
-    args = [sys.executable, "-m", "eoctl", "--config", str(config), "--engine", engine, "--format", "json", "audit",
-            "--fail-on", "critical", "--evidence-rows", "100", *[a for c in CODES for a in ("--select", c)]]
-    elapsed, peak, code, stdout, stderr = run_measured(args, env, tree)
-    if code not in (0, 1):
-        raise RuntimeError(f"eoctl audit from {tree} failed ({code}): {stderr[-2000:]}")
-    return elapsed, peak, {c: r["count"] for c, r in json.loads(stdout)["summary"].items()}
+from audit_bench import CODES, run_eoctl  # noqa: E402
 
 
 def main() -> int:
@@ -61,7 +49,6 @@ def main() -> int:
     truth = generate(GenSpec(args.records, out))
     print(f"generated {truth['records']} records in {time.monotonic() - started:.1f} s", flush=True)
     expected = {c: v["count"] for c, v in truth["codes"].items() if c in CODES and v["count"]}
-    env = {**os.environ, **({"EOCTL_JARS_DIR": args.jars} if args.jars else {})}
 
     with tempfile.TemporaryDirectory(prefix="eoctl-ab-") as tmp:
         worktree = Path(tmp) / base
@@ -72,7 +59,7 @@ def main() -> int:
             runs: dict[str, list[tuple[float, int, bool]]] = {name: [] for name in sides}
             for n in range(args.runs):
                 for name, tree in sides.items():
-                    wall, rss, counts = audit(tree, out / "eoctl.toml", args.engine, env)
+                    wall, rss, counts = run_eoctl(out / "eoctl.toml", args.jars, args.engine, tree)
                     runs[name].append((wall, rss, counts == expected))
                     print(f"run {n + 1}, {name}: {wall:.1f} s, {rss / 2**20:.0f} MiB, "
                           f"matches truth {counts == expected}", flush=True)

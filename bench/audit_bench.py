@@ -29,13 +29,15 @@ from measure import run_measured, with_broker  # noqa: E402
 CODES = ["EO101", "EO102", "EO103", "EO104", "EO105", "EO201", "EO202", "EO203", "EO301", "EO501", "EO502"]
 
 
-def run_eoctl(config: Path, jars: str | None, engine: str = "spark") -> tuple[float, int, dict]:
+def run_eoctl(config: Path, jars: str | None, engine: str = "spark", tree: Path = REPO) -> tuple[float, int, dict]:
+    """(wall seconds, peak RSS bytes, count per code) of the audit of CODES, run as a user runs it
+    from `tree` (the working directory: `python -m eoctl` imports that tree's package)."""
     env = {**os.environ, **({"EOCTL_JARS_DIR": jars} if jars else {})}
     args = [sys.executable, "-m", "eoctl", "--config", str(config), "--engine", engine, "--format", "json", "audit",
             "--fail-on", "critical", "--evidence-rows", "100", *[a for c in CODES for a in ("--select", c)]]
-    elapsed, peak, code, stdout, stderr = run_measured(args, env, REPO)
+    elapsed, peak, code, stdout, stderr = run_measured(args, env, tree)
     if code not in (0, 1):
-        raise RuntimeError(f"eoctl audit failed ({code}): {stderr[-2000:]}")
+        raise RuntimeError(f"eoctl audit from {tree} failed ({code}): {stderr[-2000:]}")
     out = json.loads(stdout)
     return elapsed, peak, {c: r["count"] for c, r in out["summary"].items()}
 

@@ -107,7 +107,7 @@ class GcKind:
     command: str
     what: str  # tokens | blobs
     key: str  # the plan's row key: token_id | name
-    classify: Callable[..., Any]  # (Scope, records, Dialect, endpoints) -> classes (eoctl.expr.reconcile)
+    garbage: Callable[..., Any]  # (Scope, records, Dialect, endpoints) -> the garbage rows (eoctl.expr.reconcile)
     columns: tuple[str, ...]  # plan columns kept for execution and evidence
     # the store tables are reached through the run's one StoreLayout (layout.config is the configuration)
     apply_batch: Callable[..., None]  # (layout, endpoint, rows, run_id, options, tally)
@@ -142,8 +142,7 @@ class GarbagePlan:
             self.collectable = None
             if names:
                 # every endpoint in one pass: one compile and one scan, however many endpoints
-                classes = kind.classify(scope, records_table(), dialect, names)
-                garbage = classes.filter(classes["class"] == "garbage")
+                garbage = kind.garbage(scope, records_table(), dialect, names)
                 self.engine.keep("garbage", compile_sql(garbage, dialect))
                 kept = ibis.table(garbage.schema(), name="garbage")
                 counted = kept.group_by("endpoint", "collectable").aggregate(n=kept.count())

@@ -250,15 +250,16 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
     return restore_run(config, COMMAND, run_id, "blobs", put_back, execute)
 
 
-def _classes(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
+def _garbage(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
     import ibis
 
     from eoctl.expr.reconcile import blob_classes
 
-    return ibis.union(*(blob_classes(scope, records, dialect, name) for name in names))
+    classes = ibis.union(*(blob_classes(scope, records, dialect, name) for name in names))
+    return classes.filter(classes["class"] == "garbage")
 
 
-KIND = GcKind(COMMAND, "blobs", "name", _classes, ("size", "modified", "reason", "intents"),
+KIND = GcKind(COMMAND, "blobs", "name", _garbage, ("size", "modified", "reason", "intents"),
               _quarantine_batch, finish_leftovers, purge)
 
 

@@ -131,13 +131,13 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
         for t in StoreLayout(config).distinct_tables("tokens")), execute)
 
 
-def _classes(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
+def _garbage(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
     from eoctl.expr.reconcile import token_classes
 
     return token_classes(scope, records, dialect, names, garbage_only=True)
 
 
-KIND = GcKind(COMMAND, "tokens", "token_id", _classes,
+KIND = GcKind(COMMAND, "tokens", "token_id", _garbage,
               ("message_id", "created_at", "reason", "intents"), _delete_batch, finish_leftovers, purge)
 
 

@@ -89,12 +89,14 @@ def duckdb_snapshot(store: DuckDBStore, table: str) -> str:
     target = subdir("duckdb") / f"{uuid.uuid4().hex[:12]}-{store.schema_name}.{table}.parquet"
     with connect(store) as conn:
         signature = _file_signature(str(store.path))  # as of the open: no writer can change it now
-        copy_duckdb_table(conn, store, table, lambda sql: f"copy ({sql}) to '{target}' (format parquet, compression zstd)")
+        copy_duckdb_table(conn, store, table,
+                          lambda sql: f"copy ({sql}) to '{target}' (format parquet, compression zstd)")
     _snapshots[key] = (signature, str(target))
     return str(target)
 
 
-def copy_duckdb_table(conn, store: DuckDBStore, table: str, into: Callable[[str], str], catalog: str | None = None) -> None:
+def copy_duckdb_table(conn, store: DuckDBStore, table: str, into: Callable[[str], str],
+                      catalog: str | None = None) -> None:
     """Copy a DuckDB store table with `conn`, which has the store's file open (or attached as
     `catalog`): `into(select)` is the statement that writes the copy. Every value is kept
     readable by both engines: timestamps without a zone are taken as UTC, and types Spark has no
