@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from eoctl.engine.duckdb import (
     _ident,
+    _table_of_rows,
     archive_files,
     build_working_copy,
     connect,
@@ -155,7 +156,6 @@ def load_transactions(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
     inputs say of transactions open longer than --transaction-timeout."""
     import pyarrow as pa
 
-    from eoctl.engine.duckdb import _table_of_rows
     from eoctl.sources.kafka import hanging_partitions
 
     rows = []
@@ -340,11 +340,8 @@ def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: b
         except FileNotFoundError:
             continue
         rows.append({"name": name, "size": int(info["size"]), "modified": modified, "actual_sha256": digest})
-    table = pa.Table.from_pylist(rows, schema=pa.schema([
+    _table_of_rows(con, view, rows, pa.schema([
         ("name", pa.string()), ("size", pa.int64()), ("modified", pa.timestamp("us")), ("actual_sha256", pa.string())]))
-    con.register(f"{view}_arrow", table)
-    con.execute(f"CREATE OR REPLACE TABLE {_ident(view)} AS SELECT * FROM {_ident(view + '_arrow')}")
-    con.unregister(f"{view}_arrow")
 
 
 # -------------------------------------------------------------------------------- evidence

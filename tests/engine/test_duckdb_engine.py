@@ -115,22 +115,30 @@ def test_evidence_past_the_kept_rows_goes_to_parquet_with_secrets_masked(tmp_pat
 
 
 _FLAT = pa.schema([("s", pa.string()), ("i", pa.int32()), ("n", pa.int64()), ("b", pa.bool_()),
-                   ("t", pa.timestamp("us")), ("d", pa.float64()), ("x", pa.binary())])
+                   ("t", pa.timestamp("us")), ("z", pa.timestamp("us", tz="UTC")), ("d", pa.float64()),
+                   ("f", pa.float32()), ("h", pa.int16()), ("y", pa.int8()), ("day", pa.date32()),
+                   ("x", pa.binary())])
+_ZONES = st.sampled_from([None, dt.timezone.utc, dt.timezone(dt.timedelta(hours=5, minutes=30)),
+                          dt.timezone(-dt.timedelta(hours=8))])
 _FLAT_ROW = st.fixed_dictionaries({
     "s": st.none() | st.text(max_size=8), "i": st.none() | st.integers(-2**31, 2**31 - 1),
     "n": st.none() | st.integers(-2**63, 2**63 - 1), "b": st.none() | st.booleans(),
-    "t": st.none() | st.datetimes(dt.datetime(1970, 1, 1), dt.datetime(2200, 1, 1)),
-    "d": st.none() | st.floats(allow_nan=False), "x": st.none() | st.binary(max_size=8)})
+    "t": st.none() | st.datetimes(dt.datetime(1970, 1, 2), dt.datetime(2200, 1, 1), timezones=_ZONES),
+    "z": st.none() | st.datetimes(dt.datetime(1970, 1, 2), dt.datetime(2200, 1, 1), timezones=_ZONES),
+    "d": st.none() | st.floats(allow_nan=False), "f": st.none() | st.floats(width=32, allow_nan=False),
+    "h": st.none() | st.integers(-2**15, 2**15 - 1), "y": st.none() | st.integers(-128, 127),
+    "day": st.none() | st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31)), "x": st.none() | st.binary(max_size=8)})
 
 
 @settings(max_examples=40, deadline=None)
 @given(rows=st.lists(_FLAT_ROW, max_size=12))
-def test_a_small_flat_table_of_rows_equals_its_arrow_copy(rows: list[dict]) -> None:
-    """The row-by-row path (no pandas import) and the Arrow path give the same table."""
+def test_a_flat_table_of_rows_equals_its_arrow_copy(rows: list[dict]) -> None:
+    """Rows in as list parameters (no pandas import) give the table Arrow gives: the same types,
+    values and order; times with and without a zone are taken as Arrow takes them."""
     import duckdb
 
     con = duckdb.connect()  # in memory: a file per example is slow, and the paths do not differ
-    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET TimeZone = 'America/New_York'")  # not UTC: a conversion through the zone would show
     try:
         _table_of_rows(con, "by_rows", rows, _FLAT)
         con.register("arrow_rows", pa.Table.from_pylist(rows, schema=_FLAT))
@@ -141,18 +149,50 @@ def test_a_small_flat_table_of_rows_equals_its_arrow_copy(rows: list[dict]) -> N
         con.close()
 
 
-def test_a_gc_plans_small_tables_do_not_make_duckdb_import_pandas(tmp_path: Path) -> None:
-    """pandas costs a plan 0.18 s of imports; the few rows of offsets go in as parameters."""
-    code = ("import sys, pyarrow as pa\n"
-            "from eoctl.engine.duckdb import connect, _table_of_rows\n"
-            "con = connect()\n"
-            "_table_of_rows(con, 'commits', [{'t': 'a', 'p': 1, 'o': 5}], "
-            "pa.schema([('t', pa.string()), ('p', pa.int32()), ('o', pa.int64())]))\n"
-            "assert con.execute('SELECT * FROM commits').fetchall() == [('a', 1, 5)]\n"
-            "print('pandas' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "EOCTL_TMPDIR": str(tmp_path)})
-    assert out.stdout.strip() == "False"
+def test_a_large_table_of_rows_keeps_every_row_in_order() -> None:
+    import duckdb
+
+    rows = [{"name": f"blob-{i}", "size": i, "modified": dt.datetime(2026, 1, 1) + dt.timedelta(seconds=i)}
+            for i in range(50_000)]
+    schema = pa.schema([("name", pa.string()), ("size", pa.int64()), ("modified", pa.timestamp("us"))])
+    with duckdb.connect() as con:
+        _table_of_rows(con, "listing", rows, schema)
+        assert con.execute("SELECT count(*), count(DISTINCT name), bool_and(name = 'blob-' || size), "
+                           "bool_and(modified = TIMESTAMP '2026-01-01' + to_seconds(size)) FROM listing"
+                           ).fetchall() == [(50_000, 50_000, True, True)]
+        _table_of_rows(con, "empty", [], schema)
+        assert con.execute("DESCRIBE empty").fetchall() == con.execute("DESCRIBE listing").fetchall()
+        assert con.execute("SELECT count(*) FROM empty").fetchall() == [(0,)]
+
+
+_RUN_WITHOUT_PANDAS = """
+import sys
+from eoctl.cli.main import main
+
+for args in {commands!r}:
+    try:
+        main(["--config", {config!r}, "--engine", "duckdb", "--format", "json", *args])
+    except SystemExit as exc:
+        assert exc.code in (0, 1), (args, exc.code)
+print("pandas" in sys.modules)
+"""
+
+
+@pytest.mark.integration
+def test_no_duckdb_command_imports_pandas(tmp_path: Path) -> None:
+    """pandas costs a command 0.2 s of imports (pyarrow imports it to convert any Python value,
+    DuckDB to hand it any Arrow object): every command on the chaos sample runs without it."""
+    from tests.helpers.chaos import recorded_copy
+
+    chaos = recorded_copy(tmp_path)
+    message = chaos.ledger[0]["message_id"]
+    commands = [["audit", "--no-record", "--grace", "0s"], ["gc-tokens"], ["gc-blobs"], ["reconcile-tokens"],
+                ["replay-outbox"], ["trace", message]]
+    code = _RUN_WITHOUT_PANDAS.format(commands=commands, config=str(chaos.config_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "EOCTL_TMPDIR": str(tmp_path / "tmp")})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"
 
 
 #: a process that writes a DuckDB store (the pipeline): holds the file for argv[2] seconds
