@@ -27,6 +27,17 @@ def describe(store: StoreConfig) -> str:
     return f"PostgreSQL {store.user}@{store.host}:{store.port}/{store.database}"
 
 
+def connection_key(store: StoreConfig) -> tuple:
+    """What one connection reaches: stores with equal keys (schemas of one DuckDB file, or of one
+    PostgreSQL database as one user) are read through one connection. Held in memory only: it
+    holds the password."""
+    if isinstance(store, DuckDBStore):
+        from pathlib import Path
+
+        return ("duckdb", str(Path(store.path).resolve()))
+    return ("postgres", tuple(sorted((k, str(v)) for k, v in postgres_conninfo(store).items())))
+
+
 def postgres_conninfo(store: PostgresStore) -> dict[str, Any]:
     params: dict[str, Any] = {
         "host": store.host,

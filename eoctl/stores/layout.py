@@ -80,13 +80,17 @@ class StoreLayout:
 
     def _table_columns(self, store_name: str, table: str) -> list[str] | None:
         """The columns of a table; every table of the store's schema is looked up in its first
-        open (one short connection per store and run, however many endpoints share it)."""
-        from eoctl.stores.connection import connect, schema_columns
+        open, with those of every configured store the same connection reaches (one short
+        connection per file or database and run, however many stores and endpoints share it)."""
+        from eoctl.stores.connection import connect, connection_key, schema_columns
 
         if store_name not in self._columns:
             store = store_named(self.config, store_name)
+            key = connection_key(store)
+            reached = [n for n in self.config.stores if connection_key(store_named(self.config, n)) == key]
             with connect(store) as conn:
-                self._columns[store_name] = schema_columns(conn, store)
+                for name in reached:
+                    self._columns[name] = schema_columns(conn, store_named(self.config, name))
         return self._columns[store_name].get(table)
 
     def sharing(self, store_name: str, table: str, kind: str) -> list[str]:

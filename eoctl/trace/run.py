@@ -96,10 +96,12 @@ def _run_trace(reader: TraceReader, config: Config, lookup: Lookup, options: Tra
         if not ids:
             notes.append(f"no sink row has {lookup.column} = {lookup.value!r}")
 
-    # what the stores know first: it dates the message and names more ids
-    tokens = stores.tokens(message_ids=ids, token_ids=token_ids)
-    ids |= {t.message_id for t in tokens if t.message_id and t.token_id in token_ids}
-    entries = stores.entries(incoming=ids, outgoing=ids, tokens=token_ids)
+    # what the stores know first: it dates the message and names more ids (the stores held for
+    # these lookups only, never across a scan of the inputs)
+    with stores.held():
+        tokens = stores.tokens(message_ids=ids, token_ids=token_ids)
+        ids |= {t.message_id for t in tokens if t.message_id and t.token_id in token_ids}
+        entries = stores.entries(incoming=ids, outgoing=ids, tokens=token_ids)
     for e in entries:
         ids |= {m["message_id"] for m in e.outgoing if m.get("token_id") in token_ids and m.get("message_id")}
     if not ids and not token_ids:
@@ -142,14 +144,15 @@ def _run_trace(reader: TraceReader, config: Config, lookup: Lookup, options: Tra
         hits += [h for h in more if _where(h) not in seen]
 
     all_tokens = {h["token_id"] for h in hits if h["message_id"] in ids and h["token_id"]} | token_ids
-    tokens = stores.tokens(message_ids=ids, token_ids=all_tokens)
-    causes = {h["causation_id"] for h in hits if h["message_id"] in ids and h["causation_id"]}
-    entries = stores.entries(incoming=ids | causes, outgoing=ids, tokens=token_ids)
-    blob_uris = {r["uri"] for h in hits if h["message_id"] in ids for r in blob_refs(h["blobs"])}
-    intents = stores.intents(incoming=ids, refs=all_tokens | {t.token_id for t in tokens} | blob_uris)
-    registered = {i.ref for i in intents if i.kind == "token" and i.ref} - all_tokens
-    if registered:  # tokens an attempt processing the message made: present ones are its garbage
-        tokens += stores.tokens(message_ids=set(), token_ids=registered)
+    with stores.held():
+        tokens = stores.tokens(message_ids=ids, token_ids=all_tokens)
+        causes = {h["causation_id"] for h in hits if h["message_id"] in ids and h["causation_id"]}
+        entries = stores.entries(incoming=ids | causes, outgoing=ids, tokens=token_ids)
+        blob_uris = {r["uri"] for h in hits if h["message_id"] in ids for r in blob_refs(h["blobs"])}
+        intents = stores.intents(incoming=ids, refs=all_tokens | {t.token_id for t in tokens} | blob_uris)
+        registered = {i.ref for i in intents if i.kind == "token" and i.ref} - all_tokens
+        if registered:  # tokens an attempt processing the message made: present ones are its garbage
+            tokens += stores.tokens(message_ids=set(), token_ids=registered)
     sink_rows, sink_schemas = reader.sink_rows(config, ids)
     for row in sink_hits:
         if row not in sink_rows:
