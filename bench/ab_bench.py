@@ -36,6 +36,7 @@ def main() -> int:
     ap.add_argument("--engine", default="spark", choices=["spark", "duckdb"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/eoctl-ab-bench"))
     ap.add_argument("--jars", default=os.environ.get("EOCTL_JARS_DIR"), help="EOCTL_JARS_DIR for eoctl")
+    ap.add_argument("--memory-limit", help="[engine] memory_limit for the DuckDB engine (e.g. 1.5GB), both sides")
     args = ap.parse_args()
 
     from samples.generator import GenSpec, generate
@@ -49,6 +50,9 @@ def main() -> int:
     truth = generate(GenSpec(args.records, out))
     print(f"generated {truth['records']} records in {time.monotonic() - started:.1f} s", flush=True)
     expected = {c: v["count"] for c, v in truth["codes"].items() if c in CODES and v["count"]}
+    if args.memory_limit:
+        config = out / "eoctl.toml"
+        config.write_text(config.read_text() + f'\n[engine]\nmemory_limit = "{args.memory_limit}"\n')
 
     with tempfile.TemporaryDirectory(prefix="eoctl-ab-") as tmp:
         worktree = Path(tmp) / base
@@ -66,7 +70,8 @@ def main() -> int:
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)], check=False)
 
-    print(f"\n{truth['records']:,} records, {os.cpu_count()} cores, eoctl audit --engine {args.engine}, "
+    limit = f", memory_limit {args.memory_limit}" if args.memory_limit else ""
+    print(f"\n{truth['records']:,} records, {os.cpu_count()} cores, eoctl audit --engine {args.engine}{limit}, "
           f"checks {', '.join(CODES)}")
     print(f"{'side':28} {'runs, wall s':>28} {'median s':>9} {'peak RSS MiB':>13} {'matches truth':>14}")
     for name, rows in runs.items():

@@ -279,17 +279,21 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     _table_of_rows(con, "commits", commits, pa.schema([
         ("c_endpoint", pa.string()), ("c_topic", pa.string()), ("c_partition", pa.int32()), ("committed", pa.int64())]))
     sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb), Dialect.duckdb)
+    # a temporary table: in memory, spilled to temp_directory past memory_limit, never written
+    # compressed into the database file (10M records: 5.0 s against 10.7 s, with up to twice
+    # the memory where the limit leaves room)
+    kept = "TEMP TABLE" if keep else "VIEW"
     if index is None:
-        con.execute(f"CREATE OR REPLACE {'TABLE' if keep else 'VIEW'} records AS {sql}")
+        con.execute(f"CREATE OR REPLACE {kept} records AS {sql}")
     else:
         from eoctl.engine.duckdb_index import records_with_index
 
-        records_with_index(con, sql, index, committed, "TABLE" if keep else "VIEW")
+        records_with_index(con, sql, index, committed, kept)
     _table_of_rows(con, "kafka_log_starts", kafka_starts, pa.schema([
         ("ep", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("log_start", pa.int64())]))
     # an archive's log start is the first offset it holds (of every record, usable or not)
     in_archives = ", ".join(repr_sql(n) for n in archived) or "NULL"
-    con.execute(f"CREATE OR REPLACE {'TABLE' if keep else 'VIEW'} log_starts AS SELECT endpoint AS ep, topic, "
+    con.execute(f"CREATE OR REPLACE {kept} log_starts AS SELECT endpoint AS ep, topic, "
                 f'partition, min("offset") AS log_start FROM records WHERE endpoint IN ({in_archives}) GROUP BY ALL '
                 "UNION ALL SELECT * FROM kafka_log_starts")
     return committed

@@ -65,7 +65,7 @@ class IndexRun:
 def records_with_index(con: duckdb.DuckDBPyConnection, working_copy_sql: str, run: IndexRun,
                        committed: dict[str, dict[str, dict[int, int]]], kind: str) -> None:
     """`fresh`: the working copy of what this run read from the source (written as its segment
-    when it keeps an index); `records` (a TABLE or VIEW: `kind`): those and the base index's rows
+    when it keeps an index); `records` (a TEMP TABLE or VIEW: `kind`): those and the base index's rows
     this run takes from it, with `committed` and `processed` from the current committed offsets."""
     from eoctl.engine.files import FsspecFiles
 
