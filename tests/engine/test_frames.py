@@ -27,7 +27,7 @@ def test_no_rows_still_has_the_schema(spark) -> None:
     assert df.count() == 0 and df.columns == ["topic", "partition", "committed", "at"]
 
 
-def test_many_rows_span_several_literals(spark) -> None:
+def test_many_rows_arrive_whole(spark) -> None:
     rows = [("t", p, p * 10, None) for p in range(1234)]
     df = local_frame(spark, rows, _DDL)
     assert df.count() == 1234
@@ -39,6 +39,25 @@ def test_stays_in_the_jvm(spark) -> None:
     plan = _plan(local_frame(spark, [("t", 0, 1, None)], _DDL))
     assert "ExistingRDD" not in plan and "Generate" in plan
     assert "ExistingRDD" in _plan(spark.createDataFrame([("t", 0, 1, None)], _DDL))
+
+
+def test_text_zones_and_every_kind_of_value_arrive_as_they_were(spark) -> None:
+    """Text that JSON escapes, times with and without a zone (PySpark's own reading of each), the
+    extremes of each integer type, booleans and doubles: equal to what createDataFrame makes."""
+    ddl = "s string, i int, n long, b boolean, d double, t timestamp, `odd name` string"
+    zone = dt.timezone(dt.timedelta(hours=-5))
+    rows = [("quote ' \" back \\ é 😀 \n", -2**31, -2**63, True, -0.5, dt.datetime(1969, 12, 31, 23, 59, 59, 999_999),
+             "x"),
+            ("", 2**31 - 1, 2**63 - 1, False, 1e300, dt.datetime(2026, 11, 25, 12, 0, 0, 1, tzinfo=zone), None),
+            (None, None, None, None, None, None, "")]
+    assert [tuple(r) for r in local_frame(spark, rows, ddl).collect()] == [
+        tuple(r) for r in spark.createDataFrame(rows, ddl).collect()]
+    assert local_frame(spark, rows, ddl).schema == spark.createDataFrame(rows, ddl).schema
+
+
+def test_a_type_json_cannot_carry_is_refused(spark) -> None:
+    with pytest.raises(ValueError, match="x is binary"):
+        local_frame(spark, [(b"1",)], "x binary")
 
 
 def test_a_row_of_the_wrong_width_is_refused(spark) -> None:
