@@ -8,11 +8,18 @@ the block raises at once (the block's transaction rolls back).
 Why eoctl installs its own handler: PySpark's SIGINT handler calls into the JVM from inside the
 signal handler while the main thread is itself in a JVM call, which fails with py4j's
 "reentrant call" tracebacks; this handler never touches the JVM.
+
+Python runs a signal handler between two bytecodes of the main thread, and that may be inside a
+finalizer (`__del__`, a weakref callback), where a raised exception is printed and dropped: the
+run would go on as if no signal had come. Such a dropped Interrupted is noted (sys.unraisablehook)
+and raised at the next `check()`: at every phase of a command, at the start of a deferred block,
+and when the command returns.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,16 +48,34 @@ def received() -> int | None:
     return _received
 
 
+def _unraisable(info) -> None:
+    """An Interrupted raised where Python drops exceptions (a finalizer) is raised again at the
+    next check(); anything else goes to the hook there was."""
+    global _pending
+    if isinstance(info.exc_value, Interrupted):
+        _pending = info.exc_value.signum
+        return
+    _previous_unraisablehook(info)
+
+
+_previous_unraisablehook = sys.unraisablehook
+
+
 def install() -> None:
     """Take over SIGINT and SIGTERM (eoctl.engine.session keeps PySpark from installing its own).
     Only the main thread can."""
+    global _previous_unraisablehook
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _handler)
         signal.signal(signal.SIGTERM, _handler)
+        if sys.unraisablehook is not _unraisable:
+            _previous_unraisablehook = sys.unraisablehook
+            sys.unraisablehook = _unraisable
 
 
 def check() -> None:
-    """Raise now if a signal arrived during a deferred block that has ended."""
+    """Raise now if a signal is waiting: one that arrived during a deferred block that has ended,
+    or one whose Interrupted a finalizer dropped."""
     global _pending
     if _pending is not None and not _deferring:
         signum, _pending = _pending, None
@@ -59,8 +84,10 @@ def check() -> None:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Finish the block before a (first) signal takes effect."""
+    """Finish the block before a (first) signal takes effect; a signal already waiting stops the
+    block before it starts."""
     global _deferring
+    check()
     _deferring += 1
     try:
         yield

@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     interrupts.install()
     try:
         result = command.main(args=args, prog_name="eoctl", standalone_mode=False)
+        interrupts.check()  # a signal a finalizer dropped after the last phase: not a finished run
         code = int(result) if isinstance(result, int) else 0
     except BaseException as exc:  # noqa: BLE001 - the one error boundary
         code = _report(exc, debug)

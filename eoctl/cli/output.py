@@ -66,16 +66,24 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str], None]]:
     Elsewhere (cron, a pipe, CI), whatever the format: one line per phase on stderr with the time
     since the command started, `eoctl: [12.3s] reading the store tables`, and the total at the
     end, so a long run under cron is never silent for minutes."""
+    from eoctl import interrupts
+
+    # each phase starts with interrupts.check(): a signal a finalizer dropped stops the run here
     if stderr.is_terminal:
         if not enabled:
-            yield lambda _msg: None
+            yield lambda _msg: interrupts.check()
             return
         with stderr.status("starting") as status:
-            yield lambda msg: status.update(msg)
+            def update(msg: str) -> None:
+                interrupts.check()
+                status.update(msg)
+
+            yield update
         return
     started = time.monotonic()
 
     def line(msg: str) -> None:
+        interrupts.check()
         stderr.print(f"eoctl: [{time.monotonic() - started:.1f}s] {msg}", markup=False, highlight=False,
                      soft_wrap=True)
 
