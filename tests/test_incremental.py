@@ -33,7 +33,11 @@ def _options(**kw) -> AuditOptions:
 
 
 def _recorded(spark, config: Config, codes: list[str] = CODES, **kw) -> AuditReport:
-    report = run_audit(spark, config, _options(keep_index=True, **kw), codes)
+    """An audit that keeps its record index, recorded: on Spark, or on DuckDB when `spark` is None."""
+    if spark is None:
+        report = run_audit_duckdb(config, _options(keep_index=True, **kw), codes)
+    else:
+        report = run_audit(spark, config, _options(keep_index=True, **kw), codes)
     incremental.record(spark, config, report)
     return report
 
@@ -43,7 +47,11 @@ def _full_on_duckdb(config: Config) -> AuditReport:
 
 
 @pytest.mark.integration
-def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(spark, tmp_path: Path) -> None:
+def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(tmp_path: Path) -> None:
+    """On the DuckDB engine (seconds): what is kept, continued and merged is eoctl.incremental's rule
+    on both; Spark's runs of it (continuing, and merging, an index DuckDB wrote) are
+    test_a_run_on_one_engine_continues_from_a_run_on_the_other."""
+    spark = None
     chaos = recorded_copy(tmp_path)
     # the first run audits the topic checks only: the next one runs every check over every record
     first = _recorded(spark, chaos.config, select_codes(["EO1"], None))
@@ -55,7 +63,6 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
 
     appended = append_orders(chaos.config_path.parent, "part-1.parquet")
     incr = _recorded(spark, chaos.config, since_last=True)
-    # the full audits to compare with run on DuckDB (seconds; the parity tests hold the engines equal)
     full = _full_on_duckdb(chaos.config)
 
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": appended,
@@ -169,8 +176,8 @@ def test_token_checks_after_offsets_moved_back_or_old_tokens_restored(spark, tmp
         incremental.record(None, chaos.config, report)
         return report
 
-    def full() -> AuditReport:
-        return run_audit(spark, chaos.config, settled(), codes)
+    def full() -> AuditReport:  # on DuckDB (seconds; the parity tests hold the engines equal)
+        return run_audit_duckdb(chaos.config, settled(), codes)
 
     audit()
     # new in-flight records whose tokens are in no store (EO202 candidates), and old ones again
@@ -251,25 +258,39 @@ def test_a_run_on_one_engine_continues_from_a_run_on_the_other(spark, tmp_path: 
     on_spark = _recorded(spark, chaos.config, since_last=True)
     assert on_spark.run["scan"] == {"mode": "incremental", "base_run": on_duckdb.run["id"], "new_records": appended,
                                     "indexed_records": on_duckdb.scanned["records"], "continued": []}
-    assert identities(on_spark) == identities(run_audit(spark, chaos.config, settled(), CODES))
+    # the full audits to compare with run on DuckDB (seconds; the parity tests hold the engines equal)
+    assert identities(on_spark) == identities(_full_on_duckdb(chaos.config))
 
     append_orders(chaos.config_path.parent, "part-2.parquet")
     back = run_audit_duckdb(chaos.config, _options(keep_index=True, since_last=True), CODES)
     incremental.record(None, chaos.config, back)
     assert back.run["scan"]["base_run"] == on_spark.run["id"] and back.run["scan"]["new_records"] == appended
     at_same_time = _options(now=dt.datetime.fromisoformat(back.run["started_at"]))
-    assert canonical(back) == canonical(run_audit(spark, chaos.config, at_same_time, CODES))
+    assert canonical(back) == canonical(run_audit_duckdb(chaos.config, at_same_time, CODES))
     # DuckDB merged Spark's segment with its own: Spark reads the merged file next
     assert [Path(s.path).name for s in back.index.segments] == ["records", "merged"]
     again = _recorded(spark, chaos.config, since_last=True)
     assert again.run["scan"]["base_run"] == back.run["id"] and again.run["scan"]["new_records"] == 0
-    assert identities(again) == identities(run_audit(spark, chaos.config, settled(), CODES))
+    assert identities(again) == identities(_full_on_duckdb(chaos.config))
+
+    # Twice as many records as DuckDB merged: Spark merges that segment with its own
+    more = append_orders(chaos.config_path.parent, "part-3.parquet") + append_orders(
+        chaos.config_path.parent, "part-4.parquet")
+    merged = _recorded(spark, chaos.config, since_last=True)
+    assert merged.run["scan"]["new_records"] == more == 2 * appended
+    assert identities(merged) == identities(_full_on_duckdb(chaos.config))
+    assert [(Path(s.path).parent.name, Path(s.path).name, s.records) for s in merged.index.segments] == [
+        (on_duckdb.run["id"], "records", on_duckdb.scanned["records"]), (merged.run["id"], "merged", 4 * appended)]
 
 
 @pytest.mark.integration
-def test_a_killed_audit_leaves_no_index_a_later_run_would_trust(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_a_killed_audit_leaves_no_index_a_later_run_would_trust(spark, tmp_path: Path, engine: str) -> None:
     chaos = recorded_copy(tmp_path)
-    report = run_audit(spark, chaos.config, _options(keep_index=True), CODES)
+    spark = spark if engine == "spark" else None
+    codes = ["EO101"]  # the index is every record's, whatever the checks
+    report = (run_audit(spark, chaos.config, _options(keep_index=True), codes) if spark else
+              run_audit_duckdb(chaos.config, _options(keep_index=True), codes))
     # killed before the run was recorded: the index is in place, but no history row names it
     assert incremental.find_base(spark, chaos.config, dict(chaos.config.endpoints)) is None
     partial = Path(incremental.partial_path(chaos.config, "dead00000000"))
@@ -281,7 +302,8 @@ def test_a_killed_audit_leaves_no_index_a_later_run_would_trust(spark, tmp_path:
 
 
 @pytest.mark.integration
-def test_an_old_history_without_record_indexes_gains_the_column(spark, tmp_path: Path) -> None:
+def test_an_old_history_without_record_indexes_gains_the_column(tmp_path: Path) -> None:
+    """On the DuckDB engine: the findings history is the same code on both."""
     import duckdb
 
     chaos = recorded_copy(tmp_path)
@@ -290,7 +312,7 @@ def test_an_old_history_without_record_indexes_gains_the_column(spark, tmp_path:
                    "finished_at timestamptz, config_digest varchar, endpoints varchar, codes varchar, "
                    "counts varchar, scanned varchar)")
     assert history.indexed_runs(chaos.config) == []
-    first = _recorded(spark, chaos.config)
+    first = _recorded(None, chaos.config)
     assert [r for r, _ in history.indexed_runs(chaos.config)] == [first.run["id"]]
 
 
