@@ -106,7 +106,9 @@ def test_a_killed_runs_folder_is_removed_by_a_later_run(tmp_path: Path) -> None:
     assert len(killed) == 1 and killed[0].name.startswith(f"run-{proc.pid}-")
     assert wait_until(lambda: _group_gone(proc.pid), 60, 0.5)
 
-    time.sleep(11)  # a folder is taken as stale only after 10 s (scratch._STALE_AFTER_S)
+    # a folder is taken as stale only after 10 s (scratch._STALE_AFTER_S): this one is 11 s old
+    eleven_seconds_ago = time.time() - 11
+    os.utime(killed[0], (eleven_seconds_ago, eleven_seconds_ago))
     later = _eoctl(chaos.config_path, cwd, tmp_root, "config", "check")
     _, err = later.communicate(timeout=120)
     assert later.returncode == 0, err
