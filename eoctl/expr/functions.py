@@ -25,12 +25,9 @@ def compile_sql(expr: ir.Expr, dialect: Dialect) -> str:
     """The SQL of `expr` for `dialect`; unbound tables become names the engine has as views
     (what ibis.to_sql writes, through the one compiler the run needs)."""
     compiler = sql_compiler(dialect)
-    return ";\n".join(q.sql(dialect=compiler.dialect, pretty=True) for q in _as_list(
-        compiler.to_sqlglot(expr.unbind())))
-
-
-def _as_list(out):
-    return out if isinstance(out, list) else [out]
+    queries = compiler.to_sqlglot(expr.unbind())
+    queries = queries if isinstance(queries, list) else [queries]
+    return ";\n".join(q.sql(dialect=compiler.dialect, pretty=True) for q in queries)
 
 
 _COMPILERS = "ibis.backends.sql.compilers"
