@@ -68,24 +68,23 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str], None]]:
     end, so a long run under cron is never silent for minutes."""
     from eoctl import interrupts
 
-    # each phase starts with interrupts.check(): a signal a finalizer dropped stops the run here
+    def phase(show: Callable[[str], None]) -> Callable[[str], None]:
+        """Each phase starts with interrupts.check(): a signal a finalizer dropped stops the run here."""
+        def step(msg: str) -> None:
+            interrupts.check()
+            show(msg)
+
+        return step
+
     if stderr.is_terminal:
         if not enabled:
-            yield lambda _msg: interrupts.check()
+            yield phase(lambda _msg: None)
             return
         with stderr.status("starting") as status:
-            def update(msg: str) -> None:
-                interrupts.check()
-                status.update(msg)
-
-            yield update
+            yield phase(status.update)
         return
     started = time.monotonic()
-
-    def line(msg: str) -> None:
-        interrupts.check()
-        stderr.print(f"eoctl: [{time.monotonic() - started:.1f}s] {msg}", markup=False, highlight=False,
-                     soft_wrap=True)
-
+    line = phase(lambda msg: stderr.print(f"eoctl: [{time.monotonic() - started:.1f}s] {msg}", markup=False,
+                                          highlight=False, soft_wrap=True))
     yield line
     line("done")
