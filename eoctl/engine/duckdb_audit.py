@@ -21,6 +21,7 @@ from eoctl.engine.duckdb import (
     build_working_copy,
     connect,
     repr_sql,
+    sql_utc_wall_time,
     visible_files,
 )
 from eoctl.errors import SourceError
@@ -186,6 +187,7 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
     from eoctl.stores.layout import KINDS
 
     present: set[tuple[str, str]] = set()
+    source_types: dict[str, dict[str, str]] = {}
     for kind in KINDS:
         types = {"ep": "VARCHAR", **{c: _SQL_TYPES[t] for c, t in STORE_SCHEMAS[kind].items()}}
         selects = []
@@ -195,11 +197,18 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
                 continue
             present.add((name, kind))
             source = _snapshot(con, copies, t.store, t.table)
+            if source not in source_types:
+                source_types[source] = dict(row[:2] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall())
             cols = [f"CAST({repr_sql(name)} AS VARCHAR) AS ep"]
             for canonical, sql_type in list(types.items())[1:]:
-                value = (repr_sql(t.owner) if canonical == t.owner_canonical and t.owner_column is None
-                         else _ident(t.col(canonical)))
-                cols.append(f"CAST({value} AS {sql_type}) AS {_ident(canonical)}")
+                if canonical == t.owner_canonical and t.owner_column is None:
+                    cols.append(f"CAST({repr_sql(t.owner)} AS {sql_type}) AS {_ident(canonical)}")
+                elif sql_type == "TIMESTAMP":  # a copy keeps an instant: its UTC wall time
+                    column = t.col(canonical)
+                    cols.append(f"{sql_utc_wall_time(_ident(column), source_types[source].get(column, ''))} "
+                                f"AS {_ident(canonical)}")
+                else:
+                    cols.append(f"CAST({_ident(t.col(canonical))} AS {sql_type}) AS {_ident(canonical)}")
             where = f" WHERE {_ident(t.owner_column)} = {repr_sql(t.owner)}" if t.owner_column else ""
             selects.append(f"SELECT {', '.join(cols)} FROM {source}{where}")
         if not selects:

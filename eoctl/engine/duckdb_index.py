@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from eoctl.engine.duckdb import _ident, _table_of_rows, archive_files, repr_sql
+from eoctl.engine.duckdb import _ident, _table_of_rows, archive_files, repr_sql, sql_utc_wall_time
 
 if TYPE_CHECKING:
     import duckdb
@@ -106,7 +106,7 @@ def _index_rows(segments) -> str | None:
     if not files:
         return None
     return ("SELECT i.endpoint, i.topic, CAST(i.\"partition\" AS INTEGER) AS \"partition\", "
-            "CAST(i.\"offset\" AS BIGINT) AS \"offset\", CAST(i.timestamp AS TIMESTAMP) AS timestamp, "
+            f"CAST(i.\"offset\" AS BIGINT) AS \"offset\", {sql_utc_wall_time('i.timestamp')} AS timestamp, "
             "coalesce(i.\"offset\" < b.b_committed, false) AS processed, b.b_committed AS committed, "
             "i.message_id, i.token_id, i.producer, CAST(i.seq AS BIGINT) AS seq, i.causation_id, i.attempt_id, "
             f"i.blobs, i.problem FROM read_parquet([{', '.join(repr_sql(f) for f in files)}]) AS i "
@@ -115,14 +115,16 @@ def _index_rows(segments) -> str | None:
 
 
 def _read_segments(files: list[str]) -> str:
-    return ("SELECT * REPLACE (CAST(timestamp AS TIMESTAMP) AS timestamp) "
+    return (f"SELECT * REPLACE ({sql_utc_wall_time('timestamp')} AS timestamp) "
             f"FROM read_parquet([{', '.join(repr_sql(f) for f in files)}])")
 
 
 def _copy(con: duckdb.DuckDBPyConnection, sql: str, path: str) -> int:
     """Write the rows of `sql` (RECORD_COLUMNS) as one zstd Parquet file, the time as an instant;
     the number written."""
-    return con.execute(f"COPY (SELECT * REPLACE (timezone('UTC', timestamp) AS timestamp) FROM ({sql})) "
+    from eoctl.sources.tables import sql_utc_instant
+
+    return con.execute(f"COPY (SELECT * REPLACE ({sql_utc_instant('timestamp')} AS timestamp) FROM ({sql})) "
                        f"TO {repr_sql(path)} (FORMAT parquet, COMPRESSION zstd)").fetchall()[0][0]
 
 

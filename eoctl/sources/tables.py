@@ -95,6 +95,16 @@ def duckdb_snapshot(store: DuckDBStore, table: str) -> str:
     return str(target)
 
 
+def sql_utc_instant(column: str) -> str:
+    """DuckDB SQL of a TIMESTAMP `column` (a UTC wall time) as the instant it names (TIMESTAMP WITH
+    TIME ZONE), as timezone('UTC', ...) gives it, whatever the session's zone: by its microseconds
+    since the epoch, where timezone() goes through ICU's calendar, about 20x slower (0.56 s of CPU
+    per 10M values here). The infinities keep timezone()'s values. (The way back: eoctl.engine.
+    duckdb.sql_utc_wall_time.)"""
+    return (f"CASE WHEN isfinite({column}) THEN make_timestamptz(epoch_us({column})) "
+            f"ELSE timezone('UTC', {column}) END")
+
+
 def copy_duckdb_table(conn, store: DuckDBStore, table: str, into: Callable[[str], str],
                       catalog: str | None = None) -> None:
     """Copy a DuckDB store table with `conn`, which has the store's file open (or attached as
@@ -111,7 +121,7 @@ def copy_duckdb_table(conn, store: DuckDBStore, table: str, into: Callable[[str]
     if not cols:
         raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
     exprs = _copied_columns(cols, lambda t: t in _DUCKDB_SPARK_NATIVE or t.startswith("DECIMAL"),
-                            {"TIMESTAMP": "timezone('UTC', {col})"}, "cast({col} as varchar)")
+                            {"TIMESTAMP": sql_utc_instant("{col}")}, "cast({col} as varchar)")
     source = f"{quote_ident(catalog)}.{qualified(store, table)}" if catalog else qualified(store, table)
     try:
         conn.execute(into(f"select {', '.join(exprs)} from {source}"))

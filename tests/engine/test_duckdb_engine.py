@@ -149,6 +149,40 @@ def test_a_flat_table_of_rows_equals_its_arrow_copy(rows: list[dict]) -> None:
         con.close()
 
 
+_INSTANTS = st.datetimes(dt.datetime(1, 1, 2), dt.datetime(9999, 12, 30), timezones=_ZONES)
+
+
+@pytest.mark.unit
+@settings(max_examples=60, deadline=None)
+@given(instants=st.lists(st.none() | _INSTANTS, max_size=20))
+def test_an_instant_becomes_the_utc_wall_time_the_cast_gives(instants: list) -> None:
+    """sql_utc_wall_time (by microseconds since the epoch) gives what the cast to TIMESTAMP gives in
+    the run's UTC session, for instants, a column without a zone, NULL and the infinities; and
+    sql_utc_instant what timezone('UTC', ...) gives, in any session's zone."""
+    from eoctl.engine.duckdb import sql_utc_wall_time
+    from eoctl.sources.tables import sql_utc_instant
+
+    con = connect()
+    try:
+        con.execute("CREATE TABLE t AS SELECT unnest(?::TIMESTAMPTZ[]) AS z", [instants])
+        con.execute("INSERT INTO t VALUES ('infinity'), ('-infinity'), (NULL)")
+        con.execute("ALTER TABLE t ADD COLUMN w TIMESTAMP")
+        con.execute("UPDATE t SET w = CAST(z AS TIMESTAMP)")
+        for column, sql_type in (("z", "TIMESTAMP WITH TIME ZONE"), ("z", None), ("w", None), ("w", "TIMESTAMP")):
+            fast = con.execute(f"SELECT CAST({sql_utc_wall_time(column, sql_type)} AS VARCHAR) FROM t").fetchall()
+            cast = con.execute(f"SELECT CAST(CAST({column} AS TIMESTAMP) AS VARCHAR) FROM t").fetchall()
+            assert fast == cast, (column, sql_type)
+        con.execute("SET TimeZone = 'America/New_York'")  # timezone('UTC', ...) does not depend on it
+        fast = con.execute(f"SELECT CAST({sql_utc_instant('w')} AS VARCHAR) FROM t").fetchall()
+        assert fast == con.execute("SELECT CAST(timezone('UTC', w) AS VARCHAR) FROM t").fetchall()
+        con.execute("SET TimeZone = 'UTC'")
+        expected = [i if i is None or i.tzinfo is None else i.astimezone(dt.timezone.utc).replace(tzinfo=None)
+                    for i in instants]  # a time without a zone goes in as UTC (the run's session)
+        assert [r[0] for r in con.execute(f"SELECT {sql_utc_wall_time('z')} FROM t").fetchall()][:len(instants)] == expected
+    finally:
+        con.close()
+
+
 def test_a_large_table_of_rows_keeps_every_row_in_order() -> None:
     import duckdb
 
