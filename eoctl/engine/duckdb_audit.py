@@ -73,6 +73,7 @@ class DuckDBRun:
 
         self.dialect = Dialect.duckdb
         self.options = options
+        self._records_kept = keep_records
         self.con = connect(config.engine.memory_limit)
         try:
             self.scope = open_inputs(self.con, config, options, step, sinks=sinks, blobs=blobs, hashed=hashed,
@@ -83,6 +84,14 @@ class DuckDBRun:
 
     def keep(self, name: str, sql: str) -> None:
         self.con.execute(f"CREATE OR REPLACE TEMP TABLE {_ident(name)} AS {sql}")
+
+    def records_for(self, columns) -> str:
+        if self._records_kept:
+            return "records"
+        # a view over the source: a query that reads it twice reads and decodes the source twice
+        # (the records' headers: 0.8 s of a 10M-token gc plan's 5.4 s)
+        self.keep("flow_records", f"SELECT {', '.join(_ident(c) for c in columns)} FROM records")
+        return "flow_records"
 
     def rows(self, sql: str) -> list[dict[str, Any]]:
         from eoctl.engine.evidence import jsonable

@@ -5,7 +5,7 @@ views the run opened (eoctl.expr.inputs), compile them to the run's dialect and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -23,6 +23,11 @@ class EngineRun(Protocol):
     def keep(self, name: str, sql: str) -> None:
         """The rows of `sql` computed once and kept as table `name` (replacing one of that name)."""
 
+    def records_for(self, columns: Sequence[str]) -> str:
+        """The name of a table of the records with at least `columns`, for a flow that reads no
+        others: the working copy where the engine keeps one, else just these columns kept (read
+        from the source and decoded once, however often the flow's query reads them)."""
+
     def rows(self, sql: str) -> list[dict[str, Any]]:
         """A small result (counts, a sample) brought back, secrets masked."""
 
@@ -39,16 +44,16 @@ class EngineRun(Protocol):
 
 def open_run(spark: Any, config: Config, options: AuditOptions, step: Callable[[str], None], *,
              sinks: bool = False, blobs: bool = False, layout: StoreLayout | None = None,
-             records_in_one_query: bool = False) -> EngineRun:
+             narrow_records: bool = False) -> EngineRun:
     """The inputs every configured endpoint reads, opened on the configured engine: DuckDB in
     process, else Spark (`spark`: a session, or a function that starts one, called only here).
-    `records_in_one_query`: the flow reads the records in one query, so DuckDB leaves them a view
-    (only the columns that query needs are decoded) instead of computing the working copy."""
+    `narrow_records`: the flow reads a few columns of the records, through records_for, so DuckDB
+    leaves the working copy a view (only those columns are ever decoded) instead of computing it."""
     if config.engine.kind == "duckdb":
         from eoctl.engine.duckdb_audit import DuckDBRun
 
         return DuckDBRun(config, options, step, sinks=sinks, blobs=blobs, layout=layout,
-                         keep_records=not records_in_one_query)
+                         keep_records=not narrow_records)
     from eoctl.engine.spark_audit import SparkRun
 
     return SparkRun(spark() if callable(spark) else spark, config, options, step, sinks=sinks, blobs=blobs,

@@ -136,6 +136,9 @@ class SparkRun:
         df.createOrReplaceTempView(name)
         self._kept[name] = df
 
+    def records_for(self, columns) -> str:
+        return "records"  # the working copy is kept (a Parquet scratch copy, or the cached frame)
+
     def rows(self, sql: str) -> list[dict[str, Any]]:
         from eoctl.engine.evidence import jsonable
 

@@ -15,6 +15,8 @@ from eoctl.expr.functions import Dialect, json_refs_valid, utf8_text
 from eoctl.sources.records import PROTOCOL_COLUMNS
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import ibis.expr.types as ir
 
 #: the protocol headers, in order
@@ -72,8 +74,10 @@ def working_copy(protocol: ir.Table, commits: ir.Table, dialect: Dialect, sequen
     )
 
 
-def records_table(name: str = "records") -> ir.Table:
-    """The working copy, unbound: what checks are written against."""
-    return ibis.table(ibis.schema(dict(zip(RECORD_COLUMNS, (
+def records_table(name: str = "records", columns: Sequence[str] | None = None) -> ir.Table:
+    """The working copy, unbound: what checks are written against. `columns`: only these (a
+    table of the records an engine keeps for a flow that reads no others)."""
+    schema = dict(zip(RECORD_COLUMNS, (
         "string", "string", "int32", "int64", "timestamp", "boolean", "int64", "string", "string", "string",
-        "int64", "string", "string", "string", "string")))), name=name)
+        "int64", "string", "string", "string", "string")))
+    return ibis.table(ibis.schema({c: schema[c] for c in columns} if columns is not None else schema), name=name)

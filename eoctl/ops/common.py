@@ -113,6 +113,7 @@ class GcKind:
     apply_batch: Callable[..., None]  # (layout, endpoint, rows, run_id, options, tally)
     finish_leftovers: Callable[..., list[str]]  # (layout, log, run_id, options) -> finished run ids
     purge: Callable[[StoreLayout, GcOptions], int]
+    record_columns: tuple[str, ...]  # the records' columns `garbage` reads (kept once for the plan)
 
 
 class GarbagePlan:
@@ -131,9 +132,10 @@ class GarbagePlan:
 
         config = layout.config
         self.key = kind.key
-        # the classification is one query (kept as `garbage`): the records need not be kept
+        # the classification (kept as `garbage`) reads a few columns of the records: those alone
+        # are kept (records_for), not the whole working copy
         self.engine = open_run(spark, config, AuditOptions(now=options.now, grace=options.grace), lambda _m: None,
-                               blobs=kind.what == "blobs", layout=layout, records_in_one_query=True)
+                               blobs=kind.what == "blobs", layout=layout, narrow_records=True)
         try:
             scope, dialect = self.engine.scope, self.engine.dialect
             names = sorted(n for n in selected(config, options.endpoints)
@@ -142,7 +144,8 @@ class GarbagePlan:
             self.collectable = None
             if names:
                 # every endpoint in one pass: one compile and one scan, however many endpoints
-                garbage = kind.garbage(scope, records_table(), dialect, names)
+                records = records_table(self.engine.records_for(kind.record_columns), kind.record_columns)
+                garbage = kind.garbage(scope, records, dialect, names)
                 self.engine.keep("garbage", compile_sql(garbage, dialect))
                 kept = ibis.table(garbage.schema(), name="garbage")
                 counted = kept.group_by("endpoint", "collectable").aggregate(n=kept.count())

@@ -260,7 +260,7 @@ def _garbage(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
 
 
 KIND = GcKind(COMMAND, "blobs", "name", _garbage, ("size", "modified", "reason", "intents"),
-              _quarantine_batch, finish_leftovers, purge)
+              _quarantine_batch, finish_leftovers, purge, record_columns=("producer", "blobs", "causation_id"))
 
 
 def gc_blobs(spark: SparkSession | Callable[[], SparkSession], config: Config, options: GcOptions,

@@ -138,7 +138,8 @@ def _garbage(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
 
 
 KIND = GcKind(COMMAND, "tokens", "token_id", _garbage,
-              ("message_id", "created_at", "reason", "intents"), _delete_batch, finish_leftovers, purge)
+              ("message_id", "created_at", "reason", "intents"), _delete_batch, finish_leftovers, purge,
+              record_columns=("token_id", "producer", "causation_id"))
 
 
 def gc_tokens(spark: SparkSession | Callable[[], SparkSession], config: Config, options: GcOptions,

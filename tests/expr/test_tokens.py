@@ -454,12 +454,14 @@ def test_committed_below_log_start_eo204_matches_the_oracle(config) -> None:
 def classified(s: State, config, *, garbage_only: bool, engine: str = "duckdb", spark=None) -> list[dict]:
     """The stored endpoints' token classes (eoctl.expr.reconcile.token_classes): the garbage rows, by
     the full classification (what reconcile-tokens reports) or by its garbage-only form (what
-    gc-tokens plans from), in token order."""
+    gc-tokens plans from, over only the record columns its plan keeps), in token order."""
     from eoctl.expr.reconcile import token_classes
     from eoctl.expr.records import records_table
+    from eoctl.ops.gc_tokens import KIND
 
+    records = records_table(columns=KIND.record_columns) if garbage_only else records_table()
     rows = s.tables(config).rows_of(lambda scope, dialect: token_classes(
-        scope, records_table(), dialect, list(STORED), garbage_only=garbage_only), engine, spark)
+        scope, records, dialect, list(STORED), garbage_only=garbage_only), engine, spark)
     rows = rows if garbage_only else [r for r in rows if r["class"] == "garbage"]
     return sorted(rows, key=lambda r: (r["endpoint"], r["token_id"]))
 
