@@ -117,18 +117,21 @@ def token_classes(scope: Scope, records: ir.Table, dialect: Dialect, names: Sequ
     return classes.filter(classes["class"] == "garbage") if garbage_only else classes
 
 
-def missing_tokens(scope: Scope, records: ir.Table, name: str) -> ir.Table:
-    """In-flight records of `name` whose token is not in its store; `processed_copy` says whether
-    another copy of the message was processed (a harmless redelivery) or not (EO202's loss)."""
+def missing_tokens(scope: Scope, records: ir.Table, names: Sequence[str]) -> ir.Table:
+    """In-flight records of the endpoints `names` whose token is not in their endpoint's store;
+    `processed_copy` says whether another copy of the message was processed by the same endpoint
+    (a harmless redelivery) or not (EO202's loss). Each endpoint's rows are what it alone gives."""
     tokens = store_table("tokens")
-    mine = records.filter(records.endpoint == name)
+    mine = records.filter(records.endpoint.isin(list(names)))
     inflight = mine.filter(~mine.processed & mine.token_id.notnull())
-    missing = inflight.anti_join(tokens.filter(tokens.ep == name).select("token_id"), "token_id").select(
-        "topic", "partition", "offset", "message_id", "token_id")
-    done = mine.filter(mine.processed).select("message_id").semi_join(
-        missing.select("message_id"), "message_id").distinct().mutate(processed_copy=ibis.literal(True))
-    j = missing.left_join(done, "message_id")
-    return j.select(endpoint=ibis.literal(name), topic=j.topic, partition=j.partition, offset=j.offset,
+    stored = tokens.filter(tokens.ep.isin(list(names))).select(endpoint=tokens.ep, token_id=tokens.token_id)
+    missing = inflight.anti_join(stored, ["endpoint", "token_id"]).select(
+        "endpoint", "topic", "partition", "offset", "message_id", "token_id")
+    done = mine.filter(mine.processed).select("endpoint", "message_id").semi_join(
+        missing.select("endpoint", "message_id"), ["endpoint", "message_id"]).distinct().mutate(
+        processed_copy=ibis.literal(True))
+    j = missing.left_join(done, ["endpoint", "message_id"])
+    return j.select(endpoint=j.endpoint, topic=j.topic, partition=j.partition, offset=j.offset,
                     message_id=j.message_id, token_id=j.token_id,
                     processed_copy=ibis.coalesce(j.processed_copy, False))
 

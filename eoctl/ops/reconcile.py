@@ -55,11 +55,11 @@ def run_reconcile(spark: Any, config: Config, *, endpoints: list[str] | None = N
                   evidence_dir: Path | None = None, now: dt.datetime | None = None,
                   progress: Callable[[str], None] = lambda _m: None) -> ReconcileReport:
     """Classify every token of the selected endpoints, evidence read from all of them, on the
-    configured engine (`spark`: a session, or a function that starts one; unused on DuckDB)."""
-    import ibis
-
+    configured engine (`spark`: a session, or a function that starts one; unused on DuckDB).
+    Every endpoint in one pass: the classes and the in-flight records without a token are each
+    computed once, counted in one query and sampled in another, however many endpoints (a query
+    per endpoint and class cost Spark about half a second each, and a scan of the records each)."""
     from eoctl.engine.run import open_run
-    from eoctl.expr import compile_sql
     from eoctl.expr.reconcile import missing_tokens, token_classes
     from eoctl.expr.records import records_table
     from eoctl.ops.common import new_run_id, selected
@@ -73,28 +73,59 @@ def run_reconcile(spark: Any, config: Config, *, endpoints: list[str] | None = N
     try:
         scope, dialect, records = engine.scope, engine.dialect, records_table()
         report.notes = scope.layout.notes(endpoints)
-        for name in selected(config, endpoints):
-            if not scope.has(name, "tokens"):
-                continue
-            progress(f"classifying the tokens of {name}")
-            classes = token_classes(scope, records, dialect, [name])
-            engine.keep("classes", compile_sql(classes, dialect))
-            kept = ibis.table(classes.schema(), name="classes")
-            counted = kept.group_by("class").aggregate(n=kept.count())
-            found = {r["class"]: r["n"] for r in engine.rows(compile_sql(counted, dialect))}
-            report.counts[name] = {c: found.get(c, 0) for c in TOKEN_CLASSES}
-            for cls in TOKEN_CLASSES:
-                if found.get(cls):
-                    count, rows, path = engine.evaluate(compile_sql(kept.filter(kept["class"] == cls), dialect),
-                                                        f"{run_id}-{name}-{cls}")
-                    report.evidence.append(ClassEvidence(name, cls, count, rows, path))
-            progress(f"in-flight records of {name} without a token")
-            count, rows, path = engine.evaluate(compile_sql(missing_tokens(scope, records, name), dialect),
-                                                f"{run_id}-{name}-missing")
-            report.counts[name]["missing"] = count
-            if count:
-                report.evidence.append(ClassEvidence(name, "missing", count, rows, path))
+        names = [n for n in selected(config, endpoints) if scope.has(n, "tokens")]
+        if names:
+            progress(f"classifying the tokens of {', '.join(names)}")
+            classes = _grouped(engine, "classes", token_classes(scope, records, dialect, names), "class", "token_id",
+                               options, run_id)
+            progress("in-flight records without a token")
+            missing = _grouped(engine, "missing", missing_tokens(scope, records, names), None,
+                               ["topic", "partition", "offset"], options, run_id)
+            for name in names:
+                report.counts[name] = {c: classes.get((name, c), (0, [], None))[0] for c in TOKEN_CLASSES}
+                report.counts[name]["missing"] = missing.get((name, None), (0, [], None))[0]
+                for cls in (*TOKEN_CLASSES, "missing"):
+                    count, rows, path = (missing.get((name, None)) if cls == "missing" else classes.get((name, cls))
+                                         ) or (0, [], None)
+                    if count:
+                        report.evidence.append(ClassEvidence(name, cls, count, rows, path))
     finally:
         engine.release()
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     return report
+
+
+def _grouped(engine: Any, name: str, expr: Any, by: str | None, order: str | list[str], options: AuditOptions,
+             run_id: str) -> dict[tuple[str, str | None], tuple[int, list[dict[str, Any]], str | None]]:
+    """(endpoint, value of column `by`) -> the evidence of those rows of `expr`: its count, the
+    first options.evidence_rows rows by `order`, and the Parquet file of them all when they are
+    more (options.evidence_dir). `expr` is kept once as `name`; one query counts every group and
+    one samples them all."""
+    import ibis
+
+    from eoctl.expr import compile_sql
+
+    dialect = engine.dialect
+    engine.keep(name, compile_sql(expr, dialect))
+    kept = ibis.table(expr.schema(), name=name)
+    keys = ["endpoint", *([by] if by else [])]
+
+    def key(row: dict[str, Any]) -> tuple[str, str | None]:
+        return row["endpoint"], row[by] if by else None
+
+    counts = {key(r): r["n"] for r in engine.rows(compile_sql(kept.group_by(keys).aggregate(n=kept.count()), dialect))}
+    samples: dict[tuple[str, str | None], list[dict[str, Any]]] = {k: [] for k in counts}
+    if options.evidence_rows > 0 and counts:
+        ranked = kept.mutate(_rank=ibis.row_number().over(group_by=keys, order_by=order))
+        for row in sorted(engine.rows(compile_sql(ranked.filter(ranked._rank < options.evidence_rows), dialect)),
+                          key=lambda r: r["_rank"]):
+            del row["_rank"]
+            samples[key(row)].append(row)
+    out = {}
+    for k, count in counts.items():
+        path = None
+        if count > options.evidence_rows and options.evidence_dir is not None:
+            this = kept.filter(*[kept[c] == v for c, v in zip(keys, k)])
+            _, _, path = engine.evaluate(compile_sql(this, dialect), f"{run_id}-{k[0]}-{k[1] or name}")
+        out[k] = (count, samples[k], path)
+    return out
