@@ -12,7 +12,7 @@ from rich.table import Table
 from eoctl.ops.common import GcResult, RestoreResult
 from eoctl.ops.reconcile import TOKEN_CLASSES, ReconcileReport
 from eoctl.ops.replay import ReplayResult
-from eoctl.report.render import TOP_EVIDENCE, print_rows
+from eoctl.report.render import TOP_EVIDENCE, more_rows, print_rows
 from eoctl.secrets import redact
 
 RECONCILE_SCHEMA = "eoctl.reconcile-tokens/v1"
@@ -44,10 +44,9 @@ def render_reconcile(report: ReconcileReport, console: Console) -> None:
             continue  # the normal state; JSON has them
         console.print(f"\n[bold]{ev.endpoint} {ev.cls}[/]: {ev.count} ({_NOTE[ev.cls]})")
         _rows(ev.rows, console)
-        rest = ev.count - min(len(ev.rows), TOP_EVIDENCE)
-        if rest > 0:
-            where = f"; all rows in {ev.parquet}" if ev.parquet else "; --format json has more"
-            console.print(f"[dim]... and {rest} more{where}[/]")
+        more = more_rows(ev.count, len(ev.rows), ev.parquet)
+        if more:
+            console.print(f"[dim]{more}[/]")
 
 
 def reconcile_json(report: ReconcileReport) -> dict[str, Any]:

@@ -16,6 +16,23 @@ _STYLE = {"info": "dim", "warning": "yellow", "error": "red", "critical": "bold 
 TOP_EVIDENCE = 5
 
 
+def more_rows(count: int, listed: int, evidence_file: str | None) -> str | None:
+    """The line under the top rows of `count` (a finding's, a class's): how many more there are
+    and where to see them. `listed`: the rows the result holds (--evidence-rows at most);
+    `evidence_file`: the Parquet file of them all, written with --output."""
+    rest = count - min(listed, TOP_EVIDENCE)
+    if rest <= 0:
+        return None
+    if evidence_file:
+        return f"... and {rest} more; all rows in {evidence_file}"
+    where = []
+    if listed > TOP_EVIDENCE:
+        where.append(f"--format json lists {listed - TOP_EVIDENCE} of them")
+    if count > listed:
+        where.append("--output FILE writes them all")
+    return f"... and {rest} more; " + ", ".join(where)
+
+
 def cell(value: Any) -> str:
     """A value as text, whole: ids and keys are never cut."""
     return value if isinstance(value, str) else json.dumps(value, default=str)
@@ -55,10 +72,9 @@ def _render_finding(f: Finding, console: Console) -> None:
     sev = f.severity.label
     console.print(f"\n[{_STYLE[sev]}]{f.code} {sev}[/] {f.info.title}: [bold]{f.count}[/] in {f.endpoint} ({f.where})")
     print_rows(f.evidence[:TOP_EVIDENCE], console)
-    rest = f.count - min(len(f.evidence), TOP_EVIDENCE)
-    if rest > 0:
-        where = f"; all rows in {f.evidence_file}" if f.evidence_file else "; --format json has them"
-        console.print(f"[dim]  ... and {rest} more{where}[/]")
+    more = more_rows(f.count, len(f.evidence), f.evidence_file)
+    if more:
+        console.print(f"[dim]  {more}[/]")
     remedy = f.remedy()
     if remedy:
         console.print(f"  [bold]risk:[/] {remedy['risk']}")
