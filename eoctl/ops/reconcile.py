@@ -82,11 +82,11 @@ def run_reconcile(spark: Any, config: Config, *, endpoints: list[str] | None = N
             missing = _grouped(engine, "missing", missing_tokens(scope, records, names), None,
                                ["topic", "partition", "offset"], options, run_id)
             for name in names:
-                report.counts[name] = {c: classes.get((name, c), (0, [], None))[0] for c in TOKEN_CLASSES}
-                report.counts[name]["missing"] = missing.get((name, None), (0, [], None))[0]
+                report.counts[name] = {}
                 for cls in (*TOKEN_CLASSES, "missing"):
-                    count, rows, path = (missing.get((name, None)) if cls == "missing" else classes.get((name, cls))
-                                         ) or (0, [], None)
+                    found = missing.get((name, None)) if cls == "missing" else classes.get((name, cls))
+                    count, rows, path = found or (0, [], None)
+                    report.counts[name][cls] = count
                     if count:
                         report.evidence.append(ClassEvidence(name, cls, count, rows, path))
     finally:
