@@ -1,7 +1,8 @@
 """No output of eoctl shows a secret: the chaos sample with two dozen real secret-bearing settings
 added, audited with --debug and garbage-collected, then every output read back: `config check`
 (text, JSON), stdout and stderr, the report and its evidence files, the findings history, the run
-log and journals, the metrics file, the Spark driver log and Spark's event log."""
+log and journals, the metrics file, the Spark driver log, Spark's event log and the class archive
+the audit's driver JVM wrote (eoctl.engine.class_archive)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,9 @@ def outputs(tmp_path_factory: pytest.TempPathFactory, spark_jars: Path) -> dict[
     out["metrics file"] = metrics.read_text(encoding="utf-8")
     out["run log and journals"] = _tables_as_text(chaos.config_path.parent / "state.duckdb")
     out["Spark driver log"] = (tmp / "cache" / "eoctl" / "spark-driver.log").read_text(encoding="utf-8")
+    # the first run of the cache folder (the audit) recorded it, the gc mapped it
+    out["Spark class archive"] = "".join(p.read_bytes().decode("latin-1")
+                                         for p in sorted((tmp / "cache" / "eoctl").glob("spark-classes-*.jsa")))
     out["Spark event logs"] = "\n".join(p.read_text(encoding="utf-8", errors="replace")
                                         for p in sorted(events.rglob("*")) if p.is_file())
     return out
@@ -89,6 +93,7 @@ def test_every_output_was_read(outputs: dict[str, str]) -> None:
     assert outputs["audit evidence files"] and "Traceback" not in outputs["audit --debug (stdout and stderr)"]
     # Spark's event log lists every setting: the secret ones by name, their values redacted
     assert "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net" in outputs["Spark event logs"]
+    assert "org/apache/spark/sql/SparkSession" in outputs["Spark class archive"]
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.id)

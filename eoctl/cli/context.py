@@ -74,11 +74,14 @@ class AppContext:
             # PySpark's own temporary files (the gateway's connection file) go under the run's
             # folder too; a CLI process only, as it changes where every tempfile goes
             tempfile.tempdir = str(run_dir())
-            self._spark = start_session(self.config().engine, debug=self.debug)
+            # the CLI ends its driver JVM itself (close), so it may record the class archive
+            self._spark = start_session(self.config().engine, debug=self.debug, record_classes=True)
         return self._spark
 
-    def close(self) -> None:
-        """Stop the engine (also after an error or an interrupt), then remove the run's temporary folder."""
+    def close(self, succeeded: bool = False) -> None:
+        """Stop the engine (also after an error or an interrupt), then remove the run's temporary
+        folder. After a run that `succeeded` and recorded Spark's classes, the archive is saved
+        first (a failed or interrupted run ends at once instead)."""
         import sys
 
         from eoctl.scratch import remove_run_dir
@@ -86,9 +89,15 @@ class AppContext:
         spark, self._spark = self._spark, None
         try:
             if spark is not None:
-                from eoctl.engine import stop_session
+                from eoctl.engine import class_archive, stop_session
 
-                stop_session(spark, quiet=not self.debug, end_jvm=True)
+                try:
+                    if succeeded and class_archive.recording():
+                        print("eoctl: saving the classes Spark loaded, so that later runs start sooner (once)",
+                              file=sys.stderr, flush=True)
+                        class_archive.save(spark)
+                finally:  # a Ctrl-C while saving still ends the JVM before its folder goes
+                    stop_session(spark, quiet=not self.debug, end_jvm=True)
             elif "pyspark" in sys.modules:  # a session cut off while it started
                 from eoctl.engine import end_driver_jvm
 

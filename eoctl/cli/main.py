@@ -186,16 +186,18 @@ def main(argv: list[str] | None = None) -> None:
     _mask_library_logs()
     command = typer.main.get_command(app)
     interrupts.install()
+    succeeded = False
     try:
         result = command.main(args=args, prog_name="eoctl", standalone_mode=False)
         interrupts.check()  # a signal a finalizer dropped after the last phase: not a finished run
         code = int(result) if isinstance(result, int) else 0
+        succeeded = True
     except BaseException as exc:  # noqa: BLE001 - the one error boundary
         code = _report(exc, debug)
     finally:
         try:
             while _contexts:
-                _contexts.pop().close()  # the engine stopped, the run's temporary folder removed
+                _contexts.pop().close(succeeded)  # the engine stopped, the run's temporary folder removed
         except BaseException as exc:  # noqa: BLE001 - a second Ctrl-C while stopping: still one line
             code = _report(exc, debug)
     # everything is closed: what is still alive (mostly imported modules: Ibis, PyArrow) is kept

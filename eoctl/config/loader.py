@@ -29,7 +29,7 @@ CONFIG_ENV = "EOCTL_CONFIG"
 
 #: environment variables that override engine settings (flags override these in turn)
 ENGINE_ENV = {"kind": "EOCTL_ENGINE", "master": "EOCTL_MASTER", "remote": "EOCTL_REMOTE",
-              "jars_dir": "EOCTL_JARS_DIR"}
+              "jars_dir": "EOCTL_JARS_DIR", "class_archive": "EOCTL_CLASS_ARCHIVE"}
 
 # ${NAME} or ${NAME:-default}; $${ is a literal "${".
 _INTERPOLATION = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

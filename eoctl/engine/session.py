@@ -22,15 +22,23 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _UTC_JVM = "-Duser.timezone=UTC"
+# The JVM's own notices (unified logging: a class archive that does not match, GC warnings) go to
+# stdout by default, where eoctl's JSON is: off, then warnings to stderr (the driver log).
+_JVM_LOG_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
 
 
-def java_version() -> tuple[int, str]:
-    """(major, full version line) of the `java` Spark will launch; raises when there is none."""
+def java_path() -> str:
+    """The `java` Spark's launcher runs (JAVA_HOME's, else PATH's); raises when there is none."""
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
     if not java or not os.path.exists(java):
         raise EngineError("java not found", hint="install Java 17 or newer and put it on PATH or set JAVA_HOME")
-    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    return java
+
+
+def java_version() -> tuple[int, str]:
+    """(major, full version line) of the `java` Spark will launch; raises when there is none."""
+    out = subprocess.run([java_path(), "-version"], capture_output=True, text=True, timeout=60).stderr
     line = out.strip().splitlines()[0] if out.strip() else "unknown"
     try:
         token = line.split('"')[1]
@@ -52,7 +60,7 @@ def session_settings(engine: EngineConfig, *, debug: bool = False, scratch: Path
         # Kafka allows a header key twice; lookups take the last value, as Kafka's lastHeader does.
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     }
-    java_opts = _UTC_JVM
+    java_opts = f"{_UTC_JVM} {_JVM_LOG_TO_STDERR}"
     if scratch is not None:  # the driver's temporary files go under eoctl's run folder (eoctl.scratch)
         java_opts += f" -Djava.io.tmpdir={scratch / 'jvm'}"
     if not debug:
@@ -81,8 +89,10 @@ def session_settings(engine: EngineConfig, *, debug: bool = False, scratch: Path
     return settings
 
 
-def start_session(engine: EngineConfig, *, debug: bool = False) -> SparkSession:
-    """Start (or join) the SparkSession described by `engine`."""
+def start_session(engine: EngineConfig, *, debug: bool = False, record_classes: bool = False) -> SparkSession:
+    """Start (or join) the SparkSession described by `engine`. A local driver maps eoctl's class
+    archive when there is one (eoctl.engine.class_archive); `record_classes`: else it records one,
+    which the caller saves with class_archive.save() before it stops the session."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - pyspark is a dependency
@@ -103,12 +113,28 @@ def start_session(engine: EngineConfig, *, debug: bool = False) -> SparkSession:
         scratch = run_dir()
         for sub in ("jvm", "spark-local", "cwd"):
             (scratch / sub).mkdir(exist_ok=True)
-        for key, value in session_settings(engine, debug=debug, scratch=scratch).items():
+        settings = session_settings(engine, debug=debug, scratch=scratch)
+        archive_options = _class_archive_options(engine, settings, line, record_classes)
+        if archive_options:
+            settings["spark.driver.extraJavaOptions"] += f" {archive_options}"
+        for key, value in settings.items():
             builder = builder.config(key, value)
     log = None if debug or engine.remote else driver_log_path()
     try:
         with _stderr_to(log), _jvm_cwd(None if engine.remote else run_dir() / "cwd"), _own_signal_handlers():
-            spark = builder.getOrCreate()
+            try:
+                spark = builder.getOrCreate()
+            except Exception:
+                if engine.remote or not archive_options or not _no_driver_jvm():
+                    raise
+                # the driver JVM did not come up with the class archive's options: never let an
+                # optimisation stop a run; the archive goes (it is written again) and Spark starts without
+                from eoctl.engine import class_archive
+
+                class_archive.forget(cache_dir(), archive_options)
+                builder = builder.config("spark.driver.extraJavaOptions", settings["spark.driver.extraJavaOptions"]
+                                         .replace(f" {archive_options}", ""))
+                spark = builder.getOrCreate()
     except Exception as exc:  # py4j/grpc raise many types; one line is what the user needs
         where = engine.remote or engine.master
         hint = f"Spark's own output is in {log}" if log else None
@@ -116,6 +142,30 @@ def start_session(engine: EngineConfig, *, debug: bool = False) -> SparkSession:
     if not engine.remote:
         spark.sparkContext.setLogLevel("INFO" if debug else "ERROR")
     return spark
+
+
+def _class_archive_options(engine: EngineConfig, settings: dict[str, str], java_line: str, record: bool) -> str:
+    """The driver's options for eoctl's class archive; none when it is turned off, or when the
+    user's engine.conf sets the driver's JVM options (they are the user's to choose)."""
+    if not engine.class_archive or "spark.driver.extraJavaOptions" in engine.conf:
+        return ""
+    from eoctl.engine import class_archive
+
+    try:
+        folder = cache_dir()
+    except OSError:
+        return ""
+    return class_archive.driver_options(settings, folder, java_path(), java_line, record=record)
+
+
+def _no_driver_jvm() -> bool:
+    """The session start failed before PySpark had a driver JVM to talk to, and not because a
+    signal stopped it (a library may have turned eoctl's interrupt into an error of its own)."""
+    from pyspark import SparkContext
+
+    from eoctl import interrupts
+
+    return SparkContext._gateway is None and interrupts.received() is None
 
 
 def stop_session(spark: SparkSession, *, quiet: bool = True, wait_seconds: float = 30.0, end_jvm: bool = False) -> None:
@@ -209,10 +259,16 @@ def _signal(pid: int, signum: int) -> None:
         pass
 
 
-def driver_log_path() -> Path:
-    """Where the driver JVM's own stderr goes unless --debug (dependency resolution, JVM notices)."""
+def cache_dir() -> Path:
+    """eoctl's cache folder, kept between runs: the driver's log, the class archive."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "eoctl"
     base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def driver_log_path() -> Path:
+    """Where the driver JVM's own stderr goes unless --debug (dependency resolution, JVM notices)."""
+    base = cache_dir()
     log = base / "spark-driver.log"
     if log.exists() and log.stat().st_size > 10 * 2**20:  # keep one previous generation, bounded
         log.replace(base / "spark-driver.log.1")

@@ -21,7 +21,7 @@ from eoctl.ops.common import GcOptions
 from tests.helpers.chaos import recorded_copy
 from tests.helpers.gc_states import Cell, Item, must_remove, write_state
 from tests.helpers.cli import without_progress
-from tests.helpers.kill import eoctl_blocked, locked, start_eoctl
+from tests.helpers.kill import eoctl_blocked, group_gone, locked, start_eoctl
 from tests.helpers.servers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -41,14 +41,6 @@ def _duckdb_started(tmp_root: Path) -> bool:
     return any(tmp_root.glob("run-*/duckdb-engine/*.duckdb"))
 
 
-def _group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_audit_says_one_line_and_leaves_nothing(tmp_path: Path, signum: int) -> None:
     chaos = recorded_copy(tmp_path)
@@ -64,7 +56,7 @@ def test_an_interrupted_audit_says_one_line_and_leaves_nothing(tmp_path: Path, s
     assert proc.returncode == 128 + signum
     assert without_progress(err) == [f"eoctl: interrupted ({signal.Signals(signum).name})"]
     assert out == ""
-    assert wait_until(lambda: _group_gone(proc.pid), 60, 0.5), "the Spark driver JVM outlived the run"
+    assert wait_until(lambda: group_gone(proc.pid), 60, 0.5), "the Spark driver JVM outlived the run"
     assert list(tmp_root.iterdir()) == []  # the run's folder (Spark's local dirs among it) removed
     assert list(cwd.iterdir()) == []  # no artifacts/, spark-warehouse/ where the operator stood
     assert not (chaos.config_path.parent / "eoctl-history.duckdb").exists()  # no half-recorded run
@@ -104,7 +96,7 @@ def test_a_killed_runs_folder_is_removed_by_a_later_run(tmp_path: Path) -> None:
     proc.wait()
     killed = sorted(tmp_root.iterdir())
     assert len(killed) == 1 and killed[0].name.startswith(f"run-{proc.pid}-")
-    assert wait_until(lambda: _group_gone(proc.pid), 60, 0.5)
+    assert wait_until(lambda: group_gone(proc.pid), 60, 0.5)
 
     # a folder is taken as stale only after 10 s (scratch._STALE_AFTER_S): this one is 11 s old
     eleven_seconds_ago = time.time() - 11

@@ -12,6 +12,8 @@ def test_settings_are_utc_quiet_and_user_conf_wins() -> None:
     settings = session_settings(EngineConfig(conf={"spark.sql.session.timeZone": "UTC", "spark.app.name": "mine"}))
     assert settings["spark.sql.session.timeZone"] == "UTC" and settings["spark.app.name"] == "mine"
     assert "-Duser.timezone=UTC" in settings["spark.driver.extraJavaOptions"]
+    # the JVM's notices (a class archive that does not match) never reach stdout, where the JSON is
+    assert "-Xlog:disable -Xlog:all=warning:stderr" in settings["spark.driver.extraJavaOptions"]
     assert "log4j2.configurationFile" in settings["spark.driver.extraJavaOptions"]
     assert "log4j2.configurationFile" not in session_settings(EngineConfig(), debug=True)["spark.driver.extraJavaOptions"]
 

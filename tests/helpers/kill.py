@@ -92,3 +92,12 @@ def kill_at_last_lock(conninfo: str, locks: Sequence[tuple[str, Sequence]], conf
     finally:
         for lock in held:
             lock.close()
+
+
+def group_gone(pgid: int) -> bool:
+    """No process of the group `pgid` is left (a run started with start_new_session: its JVMs)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
