@@ -1,4 +1,4 @@
-"""A class-data-sharing (CDS) archive for the Spark driver's JVM: later runs start ~3 s sooner.
+"""A class-data-sharing (CDS) archive for the Spark driver's JVM: later runs start sooner.
 
 Before Spark runs its first job, the driver JVM loads, parses and verifies some 20,000 classes;
 that is about half of "starting Spark" and of the first job. The JVM can map classes it once
@@ -6,8 +6,8 @@ loaded from an archive instead (JDK 13+ "dynamic" archives). The first run of a 
 records (`-XX:+RecordDynamicDumpInfo`) and, when the command ends well, asks its own JVM to write
 the classes it loaded (the `VM.cds dynamic_dump` diagnostic command, JDK 17+, through JMX: no
 `jcmd` needed); later runs map that archive (`-XX:SharedArchiveFile`). Measured on a 2-core
-machine: start 5.6-6.1 s to 3.7-4.5 s, the first job 3.0-3.4 s to 1.4-1.9 s; the recording run
-pays ~15 s once. JDK 19's `-XX:+AutoCreateSharedArchive` does the same, but Spark 4 runs on 17.
+machine: a session's start 5.6-6.1 s to 3.7-4.5 s, its first job 3.0-3.4 s to 1.4-1.9 s; the
+recording run is 10-25 s slower, once (recording slows class loading; the dump takes 6-12 s). JDK 19's `-XX:+AutoCreateSharedArchive` does the same, but Spark 4 runs on 17.
 
 Safe to kill and to run twice: the archive is written under a name of this process, renamed
 when whole; the final name carries the file's size, and a file whose size is not its name's
