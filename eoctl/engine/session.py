@@ -117,6 +117,11 @@ def start_session(engine: EngineConfig, *, debug: bool = False, record_classes: 
         archive_options = _class_archive_options(engine, settings, line, record_classes)
         if archive_options:
             settings["spark.driver.extraJavaOptions"] += f" {archive_options}"
+        resolution = dict(settings)  # what Ivy resolves from; its record is keyed by these
+        remembered = _jars_resolved_before(settings)
+        if remembered:
+            del settings["spark.jars.packages"]
+            settings["spark.jars"] = remembered
         for key, value in settings.items():
             builder = builder.config(key, value)
     log = None if debug or engine.remote else driver_log_path()
@@ -141,6 +146,8 @@ def start_session(engine: EngineConfig, *, debug: bool = False, record_classes: 
         raise EngineError(f"Spark session could not start on {where}: {_first_line(exc)}", hint=hint) from exc
     if not engine.remote:
         spark.sparkContext.setLogLevel("INFO" if debug else "ERROR")
+        if "spark.jars.packages" in settings:  # Ivy resolved them: remember to what
+            _remember_resolution(resolution, spark)
     return spark
 
 
@@ -156,6 +163,24 @@ def _class_archive_options(engine: EngineConfig, settings: dict[str, str], java_
     except OSError:
         return ""
     return class_archive.driver_options(settings, folder, java_path(), java_line, record=record)
+
+
+def _jars_resolved_before(settings: dict[str, str]) -> str | None:
+    from eoctl.engine.jars import resolved_before
+
+    try:
+        return resolved_before(settings, cache_dir())
+    except OSError:
+        return None
+
+
+def _remember_resolution(settings: dict[str, str], spark: SparkSession) -> None:
+    from eoctl.engine.jars import remember_resolution
+
+    try:
+        remember_resolution(settings, cache_dir(), spark.sparkContext.getConf().get("spark.jars", ""))
+    except OSError:
+        pass
 
 
 def _no_driver_jvm() -> bool:

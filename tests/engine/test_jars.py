@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,76 @@ def test_jars_fetch_into_a_relative_folder(tmp_path: Path, monkeypatch: pytest.M
                      "postgresql-42.7.14.jar", "duckdb_jdbc-2.0.0.1.jar"):
         assert expected in names
     assert not any(n.startswith(("hadoop-", "scala-library", "slf4j")) for n in names)  # Spark ships those
+
+
+PACKAGES = {"spark.jars.packages": "org.postgresql:postgresql:42.7.14"}
+
+
+@pytest.mark.unit
+def test_resolved_jars_are_remembered_while_their_files_are_there(tmp_path: Path) -> None:
+    from eoctl.engine.jars import remember_resolution, resolved_before
+
+    jar = tmp_path / "ivy" / "org.postgresql_postgresql-42.7.14.jar"
+    jar.parent.mkdir()
+    jar.write_bytes(b"jar")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    assert resolved_before(PACKAGES, cache) is None
+    remember_resolution(PACKAGES, cache, jar.as_uri())
+    assert resolved_before(PACKAGES, cache) == jar.as_uri()
+    assert [p.suffix for p in cache.iterdir()] == [".json"]  # nothing temporary left
+    # another resolution (a repository more, another package) does not take this one's jars
+    assert resolved_before({**PACKAGES, "spark.jars.repositories": "https://repo.example/m2"}, cache) is None
+    assert resolved_before({"spark.jars.packages": "org.duckdb:duckdb_jdbc:2.0.0.1"}, cache) is None
+    jar.unlink()  # Ivy's cache was cleared: resolve again
+    assert resolved_before(PACKAGES, cache) is None
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("version", ["1.0-SNAPSHOT", "[1.0,2.0)", "latest.release", "1.+"])
+def test_versions_ivy_resolves_anew_are_never_remembered(tmp_path: Path, version: str) -> None:
+    from eoctl.engine.jars import remember_resolution, resolved_before
+
+    jar = tmp_path / "a.jar"
+    jar.write_bytes(b"jar")
+    moving = {"spark.jars.packages": f"g:a:{version}"}
+    remember_resolution(moving, tmp_path, jar.as_uri())
+    assert resolved_before(moving, tmp_path) is None and not list(tmp_path.glob("*.json"))
+
+
+@pytest.mark.unit
+def test_a_broken_record_means_resolving_again(tmp_path: Path) -> None:
+    from eoctl.engine.jars import remember_resolution, resolved_before
+
+    jar = tmp_path / "a.jar"
+    jar.write_bytes(b"jar")
+    remember_resolution(PACKAGES, tmp_path, jar.as_uri())
+    [record] = tmp_path.glob("*.json")
+    for broken in ("{", '{"jars": 3}', "[]", '{"jars": ""}'):
+        record.write_text(broken, encoding="utf-8")
+        assert resolved_before(PACKAGES, tmp_path) is None, broken
+
+
+@pytest.mark.integration
+def test_a_second_run_loads_the_jars_ivy_resolved_without_resolving(tmp_path: Path) -> None:
+    """Maven Central through Ivy, as README's first command: the second run skips the
+    resolution and still reads the DuckDB store through its JDBC driver."""
+    from tests.helpers.chaos import recorded_copy
+    from tests.helpers.cli import run_eoctl
+
+    chaos = recorded_copy(tmp_path)
+    cache = tmp_path / "cache"
+    env = {"XDG_CACHE_HOME": str(cache), "EOCTL_CLASS_ARCHIVE": "false"}
+    log = cache / "eoctl" / "spark-driver.log"
+    args = ("--config", str(chaos.config_path), "--format", "json", "--master", "local[1]", "reconcile-tokens")
+
+    first = run_eoctl(*args, env=env, unset=("EOCTL_JARS_DIR",))
+    assert first.code == 0, first.stderr
+    assert log.read_text(encoding="utf-8").count(":: resolving dependencies") == 1
+    [record] = (cache / "eoctl").glob("spark-jars-*.json")
+    assert "postgresql" in json.loads(record.read_text(encoding="utf-8"))["jars"]
+
+    second = run_eoctl(*args, env=env, unset=("EOCTL_JARS_DIR",))
+    assert second.code == 0, second.stderr
+    assert log.read_text(encoding="utf-8").count(":: resolving dependencies") == 1  # not again
+    assert json.loads(second.stdout) == {**json.loads(first.stdout), "run": json.loads(second.stdout)["run"]}
