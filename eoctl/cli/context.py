@@ -97,7 +97,10 @@ class AppContext:
                               file=sys.stderr, flush=True)
                         class_archive.save(spark)
                 finally:  # a Ctrl-C while saving still ends the JVM before its folder goes
-                    stop_session(spark, quiet=not self.debug, end_jvm=True)
+                    try:
+                        stop_session(spark, quiet=not self.debug, end_jvm=True)
+                    finally:
+                        class_archive.discard_unfinished()
             elif "pyspark" in sys.modules:  # a session cut off while it started
                 from eoctl.engine import end_driver_jvm
 

@@ -104,7 +104,7 @@ class EngineConfig(Strict):
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings")
     class_archive: bool = Field(
         True, description="Spark, local driver: map the classes an earlier run loaded from an archive in the "
-        "cache folder (starts ~3 s sooner); the first run records it")
+        "cache folder (starts ~1.5-2 s sooner, and the first job ~1.5 s); the first run records it")
 
 
 # ---------------------------------------------------------------------------------- kafka

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 _UTC_JVM = "-Duser.timezone=UTC"
 # The JVM's own notices (unified logging: a class archive that does not match, GC warnings) go to
 # stdout by default, where eoctl's JSON is: off, then warnings to stderr (the driver log).
-_JVM_LOG_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
+_JVM_LOG_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr -XX:+DisplayVMOutputToStderr"
 
 
 def java_path() -> str:
@@ -97,6 +97,10 @@ def start_session(engine: EngineConfig, *, debug: bool = False, record_classes: 
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - pyspark is a dependency
         raise EngineError(f"pyspark is not importable: {exc}") from None
+    from eoctl.engine import class_archive
+
+    class_archive.reset()
+    archive_options, launches = "", False
 
     builder = SparkSession.builder
     if engine.remote:
@@ -115,6 +119,7 @@ def start_session(engine: EngineConfig, *, debug: bool = False, record_classes: 
             (scratch / sub).mkdir(exist_ok=True)
         settings = session_settings(engine, debug=debug, scratch=scratch)
         archive_options = _class_archive_options(engine, settings, line, record_classes)
+        launches = _driver_jvm_pid() is None  # else getOrCreate joins the JVM there is, started without these
         if archive_options:
             settings["spark.driver.extraJavaOptions"] += f" {archive_options}"
         resolution = dict(settings)  # what Ivy resolves from; its record is keyed by these
@@ -130,21 +135,25 @@ def start_session(engine: EngineConfig, *, debug: bool = False, record_classes: 
             try:
                 spark = builder.getOrCreate()
             except Exception:
-                if engine.remote or not archive_options or not _no_driver_jvm():
+                if not archive_options or not _no_driver_jvm() or not class_archive.stops_the_jvm(
+                        java_path(), archive_options):
                     raise
-                # the driver JVM did not come up with the class archive's options: never let an
-                # optimisation stop a run; the archive goes (it is written again) and Spark starts without
-                from eoctl.engine import class_archive
-
+                # the class archive's options stop the driver JVM (an archive cut short): never let
+                # an optimisation stop a run; the archive goes (a later run records one) and Spark
+                # starts without it
                 class_archive.forget(cache_dir(), archive_options)
                 builder = builder.config("spark.driver.extraJavaOptions", settings["spark.driver.extraJavaOptions"]
                                          .replace(f" {archive_options}", ""))
+                archive_options = ""
                 spark = builder.getOrCreate()
     except Exception as exc:  # py4j/grpc raise many types; one line is what the user needs
         where = engine.remote or engine.master
         hint = f"Spark's own output is in {log}" if log else None
         raise EngineError(f"Spark session could not start on {where}: {_first_line(exc)}", hint=hint) from exc
     if not engine.remote:
+        pid = _driver_jvm_pid()
+        if archive_options and launches and pid is not None:
+            class_archive.check_mapped(cache_dir(), archive_options, pid)
         spark.sparkContext.setLogLevel("INFO" if debug else "ERROR")
         if "spark.jars.packages" in settings:  # Ivy resolved them: remember to what
             _remember_resolution(resolution, spark)
@@ -153,8 +162,9 @@ def start_session(engine: EngineConfig, *, debug: bool = False, record_classes: 
 
 def _class_archive_options(engine: EngineConfig, settings: dict[str, str], java_line: str, record: bool) -> str:
     """The driver's options for eoctl's class archive; none when it is turned off, or when the
-    user's engine.conf sets the driver's JVM options (they are the user's to choose)."""
-    if not engine.class_archive or "spark.driver.extraJavaOptions" in engine.conf:
+    user's engine.conf sets the driver's JVM options (they are the user's to choose, -Xshare:off
+    among them)."""
+    if not engine.class_archive or {"spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions"} & set(engine.conf):
         return ""
     from eoctl.engine import class_archive
 
@@ -181,6 +191,14 @@ def _remember_resolution(settings: dict[str, str], spark: SparkSession) -> None:
         remember_resolution(settings, cache_dir(), spark.sparkContext.getConf().get("spark.jars", ""))
     except OSError:
         pass
+
+
+def _driver_jvm_pid() -> int | None:
+    """The pid of the driver JVM PySpark launched in this process (spark-submit exec's it), if any."""
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    return getattr(proc, "pid", None)
 
 
 def _no_driver_jvm() -> bool:

@@ -48,19 +48,29 @@ def test_clean_keeps_the_new_archive_and_what_others_may_use(tmp_path: Path) -> 
     newer_same_key = _archive(tmp_path, 12, age_s=1)  # a run that saved after this one: the newest stays
     other_used = _archive(tmp_path, 13, key="fedcba9876543210", age_s=86400)
     other_unused = _archive(tmp_path, 14, key="aaaaaaaaaaaaaaaa", age_s=31 * 86400)
-    killed_tmp = tmp_path / f"spark-classes-{KEY}.123.tmp"
+    old_tmp = tmp_path / f"spark-classes-{KEY}.{os.getpid()}.tmp"  # older than any dump
+    old_tmp.write_bytes(b"x")
+    os.utime(old_tmp, (time.time() - 7200, time.time() - 7200))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed_tmp = tmp_path / f"spark-classes-{KEY}.{dead.pid}.tmp"  # its run is gone
     killed_tmp.write_bytes(b"x")
-    os.utime(killed_tmp, (time.time() - 7200, time.time() - 7200))
-    running_tmp = tmp_path / f"spark-classes-{KEY}.456.tmp"  # another run writing now
+    running_tmp = tmp_path / f"spark-classes-fedcba9876543210.{os.getpid()}.tmp"  # a live run writing now
     running_tmp.write_bytes(b"x")
+    old_failure = tmp_path / f"spark-classes-{KEY}.failed"
+    old_failure.touch()
+    os.utime(old_failure, (time.time() - 2 * 86400, time.time() - 2 * 86400))
     log = tmp_path / "spark-driver.log"
     log.write_text("not an archive")
     os.utime(log, (time.time() - 90 * 86400, time.time() - 90 * 86400))
 
     removed = class_archive.clean(tmp_path, keep=kept)
 
-    assert sorted(removed) == sorted([older_same_key, other_unused, killed_tmp])
+    assert sorted(removed) == sorted([older_same_key, other_unused, old_tmp, killed_tmp, old_failure])
     assert all(p.exists() for p in (kept, newer_same_key, other_used, running_tmp, log))
+    # each run cleans, also one with no archive of its own yet: only what is stale goes
+    other_unused = _archive(tmp_path, 14, key="aaaaaaaaaaaaaaaa", age_s=31 * 86400)
+    assert class_archive.clean(tmp_path, keep=None) == [other_unused]
 
 
 @pytest.mark.unit
@@ -81,8 +91,9 @@ def test_off_by_setting_or_when_the_user_sets_the_drivers_jvm_options(tmp_path: 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     settings = {"spark.jars": "/j/a.jar"}
     assert _class_archive_options(EngineConfig(class_archive=False), settings, "java 17", True) == ""
-    mine = EngineConfig(conf={"spark.driver.extraJavaOptions": "-Xshare:off"})
-    assert _class_archive_options(mine, settings, "java 17", True) == ""
+    for name in ("spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions"):
+        mine = EngineConfig(conf={name: "-Xshare:off"})
+        assert _class_archive_options(mine, settings, "java 17", True) == ""
 
 
 @pytest.mark.unit
@@ -108,7 +119,11 @@ def test_driver_options_map_an_archive_or_record_one(tmp_path: Path) -> None:
         assert class_archive.recording()
         assert class_archive.driver_options(settings, tmp_path, java_path(), line, record=False) == ""
         assert not class_archive.recording()  # a session that will not save records nothing
-        archive = _archive(tmp_path, 8, key=class_archive.key_of(settings, java_path(), line))
+        key = class_archive.key_of(settings, java_path(), line)
+        (tmp_path / f"spark-classes-{key}.failed").touch()  # a dump failed lately: no recording for a day
+        assert class_archive.driver_options(settings, tmp_path, java_path(), line, record=True) == ""
+        (tmp_path / f"spark-classes-{key}.failed").unlink()
+        archive = _archive(tmp_path, 8, key=key)
         options = class_archive.driver_options(settings, tmp_path, java_path(), line, record=True)
         assert f"-XX:SharedArchiveFile={archive}" in options and "Record" not in options
     finally:
@@ -124,7 +139,7 @@ def _driver_maps(jars: Path, cache: Path) -> dict:
 
 
 @pytest.mark.integration
-def test_the_cli_records_an_archive_a_later_driver_maps_and_a_broken_one_is_dropped(
+def test_the_cli_records_an_archive_a_later_driver_maps_and_a_broken_or_ignored_one_is_dropped(
         tmp_path: Path, spark_jars: Path) -> None:
     from tests.helpers.chaos import recorded_copy
     from tests.helpers.cli import run_eoctl
@@ -153,6 +168,12 @@ def test_the_cli_records_an_archive_a_later_driver_maps_and_a_broken_one_is_drop
     broken.write_bytes(head)
     after = _driver_maps(spark_jars, cache)
     assert after == {"mapped": [], "count": 3, "archives": []}
+
+    # A whole file the JVM does not take (it checks what the key cannot see): it ignores it, and
+    # eoctl removes it, so that a later run records one that fits instead of passing this forever.
+    ignored = recorded.with_name(recorded.name.rsplit("-", 1)[0] + "-4096.jsa")
+    ignored.write_bytes(b"not a class archive".ljust(4096, b"."))
+    assert _driver_maps(spark_jars, cache) == {"mapped": [], "count": 3, "archives": []}
 
 
 @pytest.mark.integration
