@@ -131,11 +131,11 @@ def test_driver_options_map_an_archive_or_record_one(tmp_path: Path) -> None:
 
 
 def _driver_maps(jars: Path, cache: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "tests.helpers.spark_maps", str(jars)], capture_output=True,
-                          text=True, env={**os.environ, "XDG_CACHE_HOME": str(cache)}, timeout=300,
-                          cwd=Path(__file__).resolve().parents[2])
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    from tests.helpers.spark_maps import LOADED, run
+
+    seen = run(jars, cache)
+    assert seen.pop("loads") == dict.fromkeys(LOADED, True)
+    return seen
 
 
 @pytest.mark.integration

@@ -114,25 +114,19 @@ def test_a_broken_record_means_resolving_again(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-def test_a_second_run_loads_the_jars_ivy_resolved_without_resolving(tmp_path: Path) -> None:
-    """Maven Central through Ivy, as README's first command: the second run skips the
-    resolution and still reads the DuckDB store through its JDBC driver."""
-    from tests.helpers.chaos import recorded_copy
-    from tests.helpers.cli import run_eoctl
+def test_a_second_start_loads_the_jars_ivy_resolved_without_resolving(tmp_path: Path) -> None:
+    """Maven Central through Ivy, as README's first command: the second start skips the
+    resolution, and the connector and drivers still load."""
+    from tests.helpers.spark_maps import LOADED, run
 
-    chaos = recorded_copy(tmp_path)
     cache = tmp_path / "cache"
-    env = {"XDG_CACHE_HOME": str(cache), "EOCTL_CLASS_ARCHIVE": "false"}
     log = cache / "eoctl" / "spark-driver.log"
-    args = ("--config", str(chaos.config_path), "--format", "json", "--master", "local[1]", "reconcile-tokens")
-
-    first = run_eoctl(*args, env=env, unset=("EOCTL_JARS_DIR",))
-    assert first.code == 0, first.stderr
+    first = run(None, cache)
+    assert first["loads"] == dict.fromkeys(LOADED, True)
     assert log.read_text(encoding="utf-8").count(":: resolving dependencies") == 1
     [record] = (cache / "eoctl").glob("spark-jars-*.json")
     assert "postgresql" in json.loads(record.read_text(encoding="utf-8"))["jars"]
 
-    second = run_eoctl(*args, env=env, unset=("EOCTL_JARS_DIR",))
-    assert second.code == 0, second.stderr
+    second = run(None, cache)
+    assert second["loads"] == dict.fromkeys(LOADED, True)
     assert log.read_text(encoding="utf-8").count(":: resolving dependencies") == 1  # not again
-    assert json.loads(second.stdout) == {**json.loads(first.stdout), "run": json.loads(second.stdout)["run"]}
