@@ -38,6 +38,7 @@ _KEY_CHARS = 16
 # the probe's own JVM: quiet, as the driver's is (eoctl.engine.session)
 _QUIET = ("-Xlog:disable", "-Xlog:all=warning:stderr")
 _RECORD = "-XX:+RecordDynamicDumpInfo"
+_MAP = "-XX:SharedArchiveFile="
 _UNUSED_FOR_S = 30 * 86400  # an archive no run used for this long is removed (a Java or Spark since replaced)
 _TMP_STALE_S = 3600  # a temporary archive this old belongs to a run that was killed (or a pid since reused)
 _FAILED_FOR_S = 86400  # after a dump failed (a full disk), runs do not record again for this long
@@ -126,7 +127,7 @@ def driver_options(settings: dict[str, str], folder: Path, java: str, java_line:
     archive = find(folder, key)
     clean(folder, keep=archive)
     if archive is not None:
-        return f"-XX:SharedArchiveFile={archive}"
+        return f"{_MAP}{archive}"
     if record and not _failed_lately(folder, key) and _jvm_starts(java, _RECORD):
         _recording = Recording(folder, key)
         return _RECORD
@@ -142,25 +143,28 @@ def forget(folder: Path, options: str) -> None:
     """Remove the archive `options` map (it stopped the JVM, or the JVM ignores it: a later run
     records one that fits) and stop recording."""
     reset()
-    for option in options.split():
-        if option.startswith("-XX:SharedArchiveFile="):
-            path = Path(option.split("=", 1)[1])
-            if path.parent == folder:
-                path.unlink(missing_ok=True)
+    archive = _archive_in(options)
+    if archive is not None and archive.parent == folder:
+        archive.unlink(missing_ok=True)
+
+
+def _archive_in(options: str) -> Path | None:
+    """The archive driver options map, if they map one."""
+    return next((Path(o[len(_MAP):]) for o in options.split() if o.startswith(_MAP)), None)
 
 
 def check_mapped(folder: Path, options: str, pid: int) -> None:
     """After the driver JVM `pid` started with `options`: an archive it did not map (its classpath
     or JVM differ in a way the key does not see) is removed, so that a later run records one that
     fits instead of passing this one forever. Linux (/proc); elsewhere nothing is checked."""
-    archive = next((o.split("=", 1)[1] for o in options.split() if o.startswith("-XX:SharedArchiveFile=")), None)
+    archive = _archive_in(options)
     if archive is None:
         return
     try:
         maps = Path(f"/proc/{pid}/maps").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return
-    if archive not in maps:
+    if str(archive) not in maps:
         _log.debug("the driver JVM did not map %s: removed", archive)
         forget(folder, options)
 

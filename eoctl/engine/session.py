@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eoctl.config.model import EngineConfig
-from eoctl.engine.jars import spark_jar_settings
+from eoctl.engine.jars import remember_resolution, resolved_before, spark_jar_settings
 from eoctl.errors import EngineError
 from eoctl.scratch import run_dir
 from eoctl.secrets import spark_redaction
@@ -100,7 +100,7 @@ def start_session(engine: EngineConfig, *, debug: bool = False, record_classes: 
     from eoctl.engine import class_archive
 
     class_archive.reset()
-    archive_options, launches = "", False
+    archive_options, launches, cache = "", False, None
 
     builder = SparkSession.builder
     if engine.remote:
@@ -118,12 +118,13 @@ def start_session(engine: EngineConfig, *, debug: bool = False, record_classes: 
         for sub in ("jvm", "spark-local", "cwd"):
             (scratch / sub).mkdir(exist_ok=True)
         settings = session_settings(engine, debug=debug, scratch=scratch)
-        archive_options = _class_archive_options(engine, settings, line, record_classes)
+        cache = _cache_or_none()  # the class archive and Ivy's record live there; without one, neither
+        archive_options = _class_archive_options(engine, settings, line, record_classes, cache)
         launches = _driver_jvm_pid() is None  # else getOrCreate joins the JVM there is, started without these
         if archive_options:
             settings["spark.driver.extraJavaOptions"] += f" {archive_options}"
         resolution = dict(settings)  # what Ivy resolves from; its record is keyed by these
-        remembered = _jars_resolved_before(settings)
+        remembered = resolved_before(settings, cache) if cache is not None else None
         if remembered:
             del settings["spark.jars.packages"]
             settings["spark.jars"] = remembered
@@ -141,7 +142,7 @@ def start_session(engine: EngineConfig, *, debug: bool = False, record_classes: 
                 # the class archive's options stop the driver JVM (an archive cut short): never let
                 # an optimisation stop a run; the archive goes (a later run records one) and Spark
                 # starts without it
-                class_archive.forget(cache_dir(), archive_options)
+                class_archive.forget(cache, archive_options)
                 builder = builder.config("spark.driver.extraJavaOptions", settings["spark.driver.extraJavaOptions"]
                                          .replace(f" {archive_options}", ""))
                 archive_options = ""
@@ -153,44 +154,31 @@ def start_session(engine: EngineConfig, *, debug: bool = False, record_classes: 
     if not engine.remote:
         pid = _driver_jvm_pid()
         if archive_options and launches and pid is not None:
-            class_archive.check_mapped(cache_dir(), archive_options, pid)
+            class_archive.check_mapped(cache, archive_options, pid)
         spark.sparkContext.setLogLevel("INFO" if debug else "ERROR")
-        if "spark.jars.packages" in settings:  # Ivy resolved them: remember to what
-            _remember_resolution(resolution, spark)
+        if cache is not None and "spark.jars.packages" in settings:  # Ivy resolved them: remember to what
+            remember_resolution(resolution, cache, spark.sparkContext.getConf().get("spark.jars", ""))
     return spark
 
 
-def _class_archive_options(engine: EngineConfig, settings: dict[str, str], java_line: str, record: bool) -> str:
+def _class_archive_options(engine: EngineConfig, settings: dict[str, str], java_line: str, record: bool,
+                           cache: Path | None) -> str:
     """The driver's options for eoctl's class archive; none when it is turned off, or when the
     user's engine.conf sets the driver's JVM options (they are the user's to choose, -Xshare:off
     among them)."""
-    if not engine.class_archive or {"spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions"} & set(engine.conf):
+    if cache is None or not engine.class_archive or {
+            "spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions"} & set(engine.conf):
         return ""
     from eoctl.engine import class_archive
 
+    return class_archive.driver_options(settings, cache, java_path(), java_line, record=record)
+
+
+def _cache_or_none() -> Path | None:
     try:
-        folder = cache_dir()
-    except OSError:
-        return ""
-    return class_archive.driver_options(settings, folder, java_path(), java_line, record=record)
-
-
-def _jars_resolved_before(settings: dict[str, str]) -> str | None:
-    from eoctl.engine.jars import resolved_before
-
-    try:
-        return resolved_before(settings, cache_dir())
-    except OSError:
+        return cache_dir()
+    except OSError:  # no writable home: Spark starts as it did before the cache
         return None
-
-
-def _remember_resolution(settings: dict[str, str], spark: SparkSession) -> None:
-    from eoctl.engine.jars import remember_resolution
-
-    try:
-        remember_resolution(settings, cache_dir(), spark.sparkContext.getConf().get("spark.jars", ""))
-    except OSError:
-        pass
 
 
 def _driver_jvm_pid() -> int | None:

@@ -90,10 +90,10 @@ def test_off_by_setting_or_when_the_user_sets_the_drivers_jvm_options(tmp_path: 
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     settings = {"spark.jars": "/j/a.jar"}
-    assert _class_archive_options(EngineConfig(class_archive=False), settings, "java 17", True) == ""
+    assert _class_archive_options(EngineConfig(class_archive=False), settings, "java 17", True, tmp_path) == ""
     for name in ("spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions"):
         mine = EngineConfig(conf={name: "-Xshare:off"})
-        assert _class_archive_options(mine, settings, "java 17", True) == ""
+        assert _class_archive_options(mine, settings, "java 17", True, tmp_path) == ""
 
 
 @pytest.mark.unit
