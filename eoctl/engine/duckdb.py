@@ -234,8 +234,6 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     (eoctl.engine.duckdb_index.IndexRun): the record index this run continues from or keeps;
     `endpoint_ranges`: endpoint -> the offset ranges of its live input to read (trace's slice of a
     time span; [] reads nothing). Returns the committed offsets it was taken against (endpoint -> topic -> partition)."""
-    import pyarrow as pa
-
     from eoctl.expr import Dialect, compile_sql
     from eoctl.expr.records import HEADERS, commits_table, protocol_table, working_copy
     from eoctl.sources import input_committed_offsets
@@ -289,8 +287,8 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     bad.append("SELECT NULL::VARCHAR AS ep, NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS problem, "
                "NULL::VARCHAR AS text WHERE false")
     con.execute("CREATE OR REPLACE VIEW undecodable AS " + " UNION ALL ".join(bad))
-    _table_of_rows(con, "commits", commits, pa.schema([
-        ("c_endpoint", pa.string()), ("c_topic", pa.string()), ("c_partition", pa.int32()), ("committed", pa.int64())]))
+    flat_table(con, "commits", commits, {"c_endpoint": "VARCHAR", "c_topic": "VARCHAR", "c_partition": "INTEGER",
+                                         "committed": "BIGINT"})
     sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb), Dialect.duckdb)
     # a temporary table: in memory, spilled to temp_directory past memory_limit, never written
     # compressed into the database file (10M records: 5.0 s against 10.7 s, with up to twice
@@ -302,8 +300,8 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
         from eoctl.engine.duckdb_index import records_with_index
 
         records_with_index(con, sql, index, committed, kept)
-    _table_of_rows(con, "kafka_log_starts", kafka_starts, pa.schema([
-        ("ep", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("log_start", pa.int64())]))
+    flat_table(con, "kafka_log_starts", kafka_starts, {"ep": "VARCHAR", "topic": "VARCHAR", "partition": "INTEGER",
+                                                       "log_start": "BIGINT"})
     # an archive's log start is the first offset it holds (of every record, usable or not)
     in_archives = ", ".join(repr_sql(n) for n in archived) or "NULL"
     con.execute(f"CREATE OR REPLACE {kept} log_starts AS SELECT endpoint AS ep, topic, "
@@ -319,23 +317,29 @@ _FLAT_SQL_TYPES = {"string": "VARCHAR", "large_string": "VARCHAR", "int8": "TINY
                    "binary": "BLOB"}
 
 
-def _table_of_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], schema) -> None:
+def flat_table(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], columns: dict[str, str]) -> None:
     """A table of the run's database from Python rows (offsets, broker metadata, blob listings,
-    what trace found).
+    what trace found) whose `columns` (name -> DuckDB type, a value of _FLAT_SQL_TYPES) are flat.
 
-    Flat columns go in as one list parameter each, unnested side by side: any conversion of
-    Python values to Arrow makes pyarrow import pandas (0.2 s, a tenth of a command's wall time),
-    and executemany costs 0.17 ms a row. Nested columns go through Arrow. As Arrow stores them, a
-    time with a zone in a column without one is its UTC wall time, and a time without a zone in a
-    UTC column is taken as UTC."""
+    Each column goes in as one list parameter, unnested side by side, without PyArrow (its import
+    with numpy's is 0.07 s of a command's 1.3 s): any conversion of Python values to Arrow also
+    makes pyarrow import pandas (0.2 s), and executemany costs 0.17 ms a row. As Arrow stores
+    them, a time with a zone in a column without one is its UTC wall time, and a time without a
+    zone in a UTC column is taken as UTC."""
+    values = [[row.get(c) for row in rows] for c in columns]
+    for column, sql_type in zip(values, columns.values()):
+        if sql_type in ("TIMESTAMP", "TIMESTAMPTZ"):
+            column[:] = [_utc_wall_time(v) if sql_type == "TIMESTAMP" else _utc_instant(v) for v in column]
+    select = ", ".join(f"unnest(?::{t}[]) AS {_ident(c)}" for c, t in columns.items())
+    con.execute(f"CREATE OR REPLACE TABLE {_ident(name)} AS SELECT {select}", values)
+
+
+def _table_of_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], schema) -> None:
+    """flat_table for an Arrow `schema` (trace's tables, of Ibis schemas); nested columns go
+    through Arrow."""
     types = [_FLAT_SQL_TYPES.get(str(f.type)) for f in schema]
     if all(types):
-        columns = [[row.get(f.name) for row in rows] for f in schema]
-        for values, sql_type in zip(columns, types):
-            if sql_type in ("TIMESTAMP", "TIMESTAMPTZ"):
-                values[:] = [_utc_wall_time(v) if sql_type == "TIMESTAMP" else _utc_instant(v) for v in values]
-        select = ", ".join(f"unnest(?::{t}[]) AS {_ident(f.name)}" for f, t in zip(schema, types))
-        con.execute(f"CREATE OR REPLACE TABLE {_ident(name)} AS SELECT {select}", columns)
+        flat_table(con, name, rows, {f.name: t for f, t in zip(schema, types)})
         return
     import pyarrow as pa
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from eoctl.engine.duckdb import (
     _ident,
-    _table_of_rows,
     archive_files,
     build_working_copy,
     connect,
+    flat_table,
     repr_sql,
     sql_utc_wall_time,
     visible_files,
@@ -93,17 +93,26 @@ class DuckDBRun:
         self.keep("flow_records", f"SELECT {', '.join(_ident(c) for c in columns)} FROM records")
         return "flow_records"
 
+    # rows and stream fetch Python values, not Arrow: a gc plan or reconcile then never imports
+    # PyArrow (0.07 s with numpy); their columns are of the canonical types (text, numbers, times)
     def rows(self, sql: str) -> list[dict[str, Any]]:
         from eoctl.engine.evidence import jsonable
 
-        return [redact(jsonable(r)) for r in self.con.sql(sql).to_arrow_table().to_pylist()]
+        rows = self.con.execute(sql).fetchall()
+        names = [d[0] for d in self.con.description]
+        return [redact(jsonable(dict(zip(names, r)))) for r in rows]
 
     def evaluate(self, sql: str, stem: str) -> tuple[int, list[dict[str, Any]], str | None]:
         return materialize(self.con, sql, self.options.evidence_rows, self.options.evidence_dir, stem)
 
     def stream(self, sql: str):
-        for batch in self.con.sql(sql).to_arrow_reader(batch_size=10_000):
-            yield from batch.to_pylist()
+        # a streamed result of the run's connection: the caller runs nothing else on it meanwhile
+        # (a plan's execution writes through the stores' own connections)
+        self.con.execute(sql)
+        names = [d[0] for d in self.con.description]
+        while batch := self.con.fetchmany(10_000):
+            for r in batch:
+                yield dict(zip(names, r))
 
     def release(self) -> None:
         self.con.close()
@@ -164,8 +173,6 @@ def _scope(config: Config, options: AuditOptions) -> Scope:
 def load_transactions(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
     """Table `transactions` (eoctl.expr.inputs.TRANSACTIONS_SCHEMA): what the brokers of the live
     inputs say of transactions open longer than --transaction-timeout."""
-    import pyarrow as pa
-
     from eoctl.sources.kafka import hanging_partitions
 
     rows = []
@@ -174,9 +181,9 @@ def load_transactions(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
             found = hanging_partitions(scope.config.kafka[ep.input.kafka], ep.input.topics, scope.options.now,
                                        scope.options.transaction_timeout)
             rows += [{"ep": name, **dict(zip(_TRANSACTION_COLUMNS, row))} for row in found]
-    _table_of_rows(con, "transactions", rows, pa.schema([
-        ("ep", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("last_stable_offset", pa.int64()),
-        ("high_watermark", pa.int64()), ("first_unstable_timestamp", pa.timestamp("us")), ("age_seconds", pa.int64())]))
+    flat_table(con, "transactions", rows, {"ep": "VARCHAR", "topic": "VARCHAR", "partition": "INTEGER",
+                                           "last_stable_offset": "BIGINT", "high_watermark": "BIGINT",
+                                           "first_unstable_timestamp": "TIMESTAMP", "age_seconds": "BIGINT"})
 
 
 _TRANSACTION_COLUMNS = ("topic", "partition", "last_stable_offset", "high_watermark", "first_unstable_timestamp",
@@ -330,7 +337,6 @@ def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: b
     import hashlib
 
     import fsspec
-    import pyarrow as pa
 
     from eoctl.expr.blobs import prefix_path
 
@@ -358,8 +364,7 @@ def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: b
         except FileNotFoundError:
             continue
         rows.append({"name": name, "size": int(info["size"]), "modified": modified, "actual_sha256": digest})
-    _table_of_rows(con, view, rows, pa.schema([
-        ("name", pa.string()), ("size", pa.int64()), ("modified", pa.timestamp("us")), ("actual_sha256", pa.string())]))
+    flat_table(con, view, rows, {"name": "VARCHAR", "size": "BIGINT", "modified": "TIMESTAMP", "actual_sha256": "VARCHAR"})
 
 
 # -------------------------------------------------------------------------------- evidence

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from eoctl.engine.duckdb import _ident, _table_of_rows, archive_files, repr_sql, sql_utc_wall_time
+from eoctl.engine.duckdb import _ident, archive_files, flat_table, repr_sql, sql_utc_wall_time
 
 if TYPE_CHECKING:
     import duckdb
@@ -89,14 +89,11 @@ def records_with_index(con: duckdb.DuckDBPyConnection, working_copy_sql: str, ru
 def _bounds(con: duckdb.DuckDBPyConnection, run: IndexRun, committed: dict) -> None:
     """Per audited partition: which index rows still count (b_low <= offset < b_start) and its
     committed offset now."""
-    import pyarrow as pa
-
     rows = [{"b_endpoint": n, "b_topic": p.topic, "b_partition": p.partition, "b_start": p.start, "b_low": p.low,
              "b_committed": committed.get(n, {}).get(p.topic, {}).get(p.partition)}
             for n, plans in run.plans.items() for p in plans]
-    _table_of_rows(con, "index_bounds", rows, pa.schema([
-        ("b_endpoint", pa.string()), ("b_topic", pa.string()), ("b_partition", pa.int32()), ("b_start", pa.int64()),
-        ("b_low", pa.int64()), ("b_committed", pa.int64())]))
+    flat_table(con, "index_bounds", rows, {"b_endpoint": "VARCHAR", "b_topic": "VARCHAR", "b_partition": "INTEGER",
+                                           "b_start": "BIGINT", "b_low": "BIGINT", "b_committed": "BIGINT"})
 
 
 def _index_rows(segments) -> str | None:
