@@ -9,8 +9,10 @@ compiled to DuckDB's SQL (docs/engines.md).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from eoctl.errors import SourceError
 from eoctl.sources.records import PROTOCOL_COLUMNS
@@ -45,6 +47,47 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     return con
+
+
+class Background:
+    """`job(stopping)` run on connection `con` by a thread of its own, while the main thread does
+    Python work that DuckDB need not wait for (imports, compiles): DuckDB's statements let go of
+    the interpreter, so the two overlap. Until wait() or stop() the connection is the thread's
+    alone. wait() raises what the job raised; stop() (an interrupt, a failure of the main thread)
+    sets `stopping` (a threading.Event the job may look at between statements), interrupts the
+    statement under way and waits for the thread."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, job: Callable[[Any], Any]) -> None:
+        import threading
+
+        self._con = con
+        self._error: BaseException | None = None
+        self._stopping = threading.Event()
+        # waited for on an event of its own, not by Thread.join: Python 3.11's join, cut short
+        # by a signal, takes a thread still running for ended, and a later join returns at once
+        # (the run then ends with DuckDB's statement under way, and the process aborts)
+        self._done = threading.Event()
+
+        def run() -> None:
+            try:
+                job(self._stopping)
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread by wait()
+                self._error = exc
+            finally:
+                self._done.set()
+
+        threading.Thread(target=run, name="eoctl-duckdb-background", daemon=True).start()
+
+    def wait(self) -> None:
+        self._done.wait()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._con.interrupt()
+        self._done.wait()
 
 
 def archive_files(path: str, extension: str, what: str = "topic archive") -> list[str]:
@@ -224,6 +267,16 @@ def protocol_view(con: duckdb.DuckDBPyConnection, view: str, records: str, names
     con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT *, {cols} FROM {_ident(records)}")
 
 
+@functools.cache
+def working_copy_sql() -> str:
+    """The working copy's SQL over views `protocol` and `commits`: the same for every run of the
+    process, so compiled once (DuckDBRun compiles it while the stores are copied)."""
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.records import commits_table, protocol_table, working_copy
+
+    return compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb), Dialect.duckdb)
+
+
 def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[str] | None = None,
                        options=None, keep: bool = True, index=None,
                        endpoint_ranges: dict | None = None) -> dict[str, dict[str, dict[int, int]]]:
@@ -234,8 +287,7 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     (eoctl.engine.duckdb_index.IndexRun): the record index this run continues from or keeps;
     `endpoint_ranges`: endpoint -> the offset ranges of its live input to read (trace's slice of a
     time span; [] reads nothing). Returns the committed offsets it was taken against (endpoint -> topic -> partition)."""
-    from eoctl.expr import Dialect, compile_sql
-    from eoctl.expr.records import HEADERS, commits_table, protocol_table, working_copy
+    from eoctl.expr.records import HEADERS
     from eoctl.sources import input_committed_offsets
 
     keys = {h: getattr(config.protocol.headers, h) for h in HEADERS}
@@ -289,7 +341,7 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     con.execute("CREATE OR REPLACE VIEW undecodable AS " + " UNION ALL ".join(bad))
     flat_table(con, "commits", commits, {"c_endpoint": "VARCHAR", "c_topic": "VARCHAR", "c_partition": "INTEGER",
                                          "committed": "BIGINT"})
-    sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb), Dialect.duckdb)
+    sql = working_copy_sql()
     # a temporary table: in memory, spilled to temp_directory past memory_limit, never written
     # compressed into the database file (10M records: 5.0 s against 10.7 s, with up to twice
     # the memory where the limit leaves room)

@@ -123,11 +123,7 @@ class GarbagePlan:
     endpoints' garbage is collected. `spark`: a session, or a function that starts one."""
 
     def __init__(self, spark: Any, layout: StoreLayout, options: GcOptions, kind: GcKind) -> None:
-        import ibis
-
         from eoctl.engine.run import open_run
-        from eoctl.expr import compile_sql
-        from eoctl.expr.records import records_table
         from eoctl.options import AuditOptions
 
         config = layout.config
@@ -137,6 +133,12 @@ class GarbagePlan:
         self.engine = open_run(spark, config, AuditOptions(now=options.now, grace=options.grace), lambda _m: None,
                                blobs=kind.what == "blobs", layout=layout, narrow_records=True)
         try:
+            # imported once the run is open: the DuckDB engine copies the stores meanwhile
+            import ibis
+
+            from eoctl.expr import compile_sql
+            from eoctl.expr.records import records_table
+
             scope, dialect = self.engine.scope, self.engine.dialect
             names = sorted(n for n in selected(config, options.endpoints)
                            if (scope.has(n, "tokens") if kind.what == "tokens" else config.endpoints[n].blobs))

@@ -60,8 +60,6 @@ def run_reconcile(spark: Any, config: Config, *, endpoints: list[str] | None = N
     computed once, counted in one query and sampled in another, however many endpoints (a query
     per endpoint and class cost Spark about half a second each, and a scan of the records each)."""
     from eoctl.engine.run import open_run
-    from eoctl.expr.reconcile import missing_tokens, token_classes
-    from eoctl.expr.records import records_table
     from eoctl.ops.common import new_run_id, selected
 
     options = AuditOptions(grace=grace, evidence_rows=evidence_rows, evidence_dir=evidence_dir,
@@ -71,6 +69,10 @@ def run_reconcile(spark: Any, config: Config, *, endpoints: list[str] | None = N
                                   "grace_seconds": int(grace.total_seconds())})
     engine = open_run(spark, config, options, progress)
     try:
+        # imported once the run is open: the DuckDB engine copies the stores meanwhile
+        from eoctl.expr.reconcile import missing_tokens, token_classes
+        from eoctl.expr.records import records_table
+
         scope, dialect, records = engine.scope, engine.dialect, records_table()
         report.notes = scope.layout.notes(endpoints)
         names = [n for n in selected(config, endpoints) if scope.has(n, "tokens")]

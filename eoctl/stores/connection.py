@@ -55,9 +55,9 @@ def postgres_conninfo(store: PostgresStore) -> dict[str, Any]:
     return params
 
 
-def _waiting_for_lock(store: DuckDBStore, attempt: Callable[[], T]) -> T:
+def _waiting_for_lock(store: DuckDBStore, attempt: Callable[[], T], seconds: float | None = None) -> T:
     """`attempt()` (an open or an ATTACH of the store's file), tried again while another process
-    has the file, up to `store.lock_wait_seconds`.
+    has the file, up to `seconds` (default `store.lock_wait_seconds`; 0: once).
 
     DuckDB lets one process write a file and no other process open it meanwhile (readers share a
     read-only open among themselves). Every eoctl open is short, one batch or one snapshot, so
@@ -66,7 +66,8 @@ def _waiting_for_lock(store: DuckDBStore, attempt: Callable[[], T]) -> T:
     """
     import duckdb
 
-    deadline = time.monotonic() + store.lock_wait_seconds
+    seconds = store.lock_wait_seconds if seconds is None else seconds
+    deadline = time.monotonic() + seconds
     said = False
     while True:
         try:
@@ -76,13 +77,12 @@ def _waiting_for_lock(store: DuckDBStore, attempt: Callable[[], T]) -> T:
             if "lock" not in reason.lower():
                 raise SourceError(f"{describe(store)} cannot be opened: {reason}") from None
             if time.monotonic() >= deadline:
-                raise SourceError(f"{describe(store)} stayed in use by another process for "
-                                  f"{store.lock_wait_seconds:g}s: {reason}",
+                raise SourceError(f"{describe(store)} stayed in use by another process for {seconds:g}s: {reason}",
                                   hint="raise lock_wait_seconds of the store, or run when the other process is done"
                                   ) from None
             if not said:
                 _log.warning("%s is in use by another process; waiting up to %gs for it",
-                             describe(store), store.lock_wait_seconds)
+                             describe(store), seconds)
                 said = True
             time.sleep(0.1)
 
@@ -101,16 +101,18 @@ def _must_exist(store: DuckDBStore) -> None:
 
 
 @contextmanager
-def attached_read_only(con: Any, store: DuckDBStore) -> Iterator[str]:
+def attached_read_only(con: Any, store: DuckDBStore, *, wait: bool = True) -> Iterator[str]:
     """The store's file attached read-only to DuckDB connection `con` (another database: the
-    DuckDB engine's own), waiting for its turn as an open does; yields the catalog name. Detached
-    on leaving, so the file is held only for the statements inside."""
+    DuckDB engine's own), waiting for its turn as an open does (`wait`), else a SourceError at
+    once; yields the catalog name. Detached on leaving, so the file is held only for the
+    statements inside."""
     import uuid
 
     _must_exist(store)
     alias = f"eoctl_store_{uuid.uuid4().hex[:8]}"
     quoted_path, quoted_alias = str(store.path).replace("'", "''"), '"' + alias + '"'
-    _waiting_for_lock(store, lambda: con.execute(f"ATTACH '{quoted_path}' AS {quoted_alias} (READ_ONLY)"))
+    _waiting_for_lock(store, lambda: con.execute(f"ATTACH '{quoted_path}' AS {quoted_alias} (READ_ONLY)"),
+                      None if wait else 0)
     try:
         yield alias
     finally:

@@ -5,6 +5,7 @@ finishes its batch and stops; a later run removes what a killed run left."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
@@ -84,6 +85,46 @@ def test_an_interrupted_duckdb_audit_says_the_same_line_and_leaves_nothing(tmp_p
     assert list(tmp_root.iterdir()) == []  # the run's folder (DuckDB's database and spill files) removed
     assert list(cwd.iterdir()) == []
     assert not (config.parent / "eoctl-history.duckdb").exists()  # no half-recorded run
+
+
+def test_a_duckdb_gc_plan_interrupted_at_any_moment_says_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    """SIGINT at moments spread over a DuckDB gc plan, whose store copies and kept records run on
+    a thread of their own while the main thread imports and compiles: each run either finishes
+    or stops with the one line, never a crash (a connection closed under its thread) or a
+    leftover."""
+    from samples.generator import GenSpec, generate
+
+    generate(GenSpec(1_000_000, tmp_path / "state"))
+    config = tmp_path / "state" / "eoctl.toml"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+
+    def started(tmp_root: Path) -> tuple[subprocess.Popen, float]:
+        proc = _eoctl(config, cwd, tmp_root, "--engine", "duckdb", "gc-tokens")
+        assert wait_until(lambda: _duckdb_started(tmp_root) or proc.poll() is not None, 60, 0.005)
+        return proc, time.monotonic()
+
+    proc, at = started(tmp_path / "eoctl-tmp")
+    assert proc.wait(timeout=60) == 0
+    whole = time.monotonic() - at  # from the run's database to the end
+    outcomes = []
+    for i in range(10):
+        tmp_root = tmp_path / f"eoctl-tmp-{i}"
+        proc, at = started(tmp_root)
+        time.sleep(max(0.0, at + whole * i / 9 - time.monotonic()))
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        if proc.returncode == 0:
+            assert json.loads(out)["command"] == "gc-tokens"
+            outcomes.append("finished")
+        else:
+            assert proc.returncode == 130, err[-2000:]
+            assert without_progress(err) == ["eoctl: interrupted (SIGINT)"]
+            assert out == ""
+            outcomes.append("interrupted")
+        assert list(tmp_root.iterdir()) == []
+    assert list(cwd.iterdir()) == []
+    assert outcomes[0] == "interrupted", outcomes
 
 
 def test_a_killed_runs_folder_is_removed_by_a_later_run(tmp_path: Path) -> None:

@@ -294,3 +294,124 @@ def test_a_store_table_is_copied_once_the_writer_lets_go_of_the_file(tmp_path: P
     finally:
         writer.kill()
         writer.wait()
+
+
+@pytest.mark.integration
+def test_copies_ahead_never_wait_for_a_store_another_process_holds(tmp_path: Path) -> None:
+    """The copies made ahead (while Ibis is imported) stop at the first store that is not free at
+    once, and leave the waiting, and its notice, to the run's own copy in its order."""
+    import threading
+    import time
+
+    import duckdb
+
+    from eoctl.config import load_config
+    from eoctl.engine.duckdb_audit import copy_stores_ahead
+
+    path = tmp_path / "state.duckdb"
+    with duckdb.connect(str(path)) as db:
+        db.execute("create schema s; create table s.t (x integer); insert into s.t values (1), (2)")
+    (tmp_path / "eoctl.toml").write_text('[stores.s]\ntype = "duckdb"\npath = "state.duckdb"\nschema = "s"\n'
+                                         'lock_wait_seconds = 30\n[endpoints.e]\nstore = "s"\n'
+                                         '[endpoints.e.tokens]\ntable = "t"\n')
+    config = load_config(tmp_path / "eoctl.toml")
+    copies: dict = {}
+    writer = _writer_holding(path, 30)
+    try:
+        started = time.monotonic()
+        copy_stores_ahead(connect(), config, ["e"], copies, threading.Event())
+        assert time.monotonic() - started < 5 and copies == {}
+    finally:
+        writer.kill()
+        writer.wait()
+    copy_stores_ahead(con := connect(), config, ["e"], copies, threading.Event())
+    [source] = copies.values()
+    assert con.execute(f"select sum(x) from {source}").fetchone() == (6,)  # the writer's row too
+
+
+@pytest.mark.integration
+def test_a_run_copies_each_store_table_once(tmp_path: Path) -> None:
+    """What the copies ahead made, the run uses: one temporary copy per store table, whichever
+    thread made it, and the same rows as a run whose copies were all made by the main thread."""
+    from eoctl.config import load_config
+    from eoctl.engine import duckdb_audit
+    from eoctl.options import AuditOptions
+    from tests.helpers.chaos import recorded_copy
+
+    config = load_config(recorded_copy(tmp_path).config_path, overrides={"kind": "duckdb"})
+    tables = {(config.endpoints[n].store_of(getattr(config.endpoints[n], k)), getattr(config.endpoints[n], k).table)
+              for n in config.endpoints for k in ("tokens", "outbox", "intents")
+              if config.endpoints[n].store_of(getattr(config.endpoints[n], k))}
+
+    def opened() -> tuple[list[str], list[tuple]]:
+        run = duckdb_audit.DuckDBRun(config, AuditOptions(), lambda _m: None)
+        try:
+            copies = [r[0] for r in run.con.execute("select table_name from duckdb_tables() where temporary "
+                                                    "and table_name like 'store_copy_%' order by 1").fetchall()]
+            counts = run.con.execute("select (select count(*) from tokens), (select count(*) from outbox), "
+                                     "(select count(*) from intents)").fetchall()
+            return copies, counts
+        finally:
+            run.release()
+
+    original, made = duckdb_audit.copy_stores_ahead, []
+    copy, copied = duckdb_audit._copy_from_duckdb_store, []
+
+    def counted(con, config, endpoints, copies, stopping) -> None:
+        original(con, config, endpoints, copies, stopping)
+        made.append(len(copies))
+
+    def copying(con, store, table, name, wait=True) -> None:
+        copied.append((store.schema_name, table))
+        copy(con, store, table, name, wait)
+
+    duckdb_audit.copy_stores_ahead, duckdb_audit._copy_from_duckdb_store = counted, copying
+    try:
+        ahead, counts = opened()
+        assert made == [len(tables)]  # every store table copied ahead (a sink's store table by the run)
+        assert len(copied) == len(set(copied)) == len(ahead)  # and none copied again
+        duckdb_audit.copy_stores_ahead = lambda *_args: None  # every copy made by the run itself
+        assert opened() == (ahead, counts)
+    finally:
+        duckdb_audit.copy_stores_ahead, duckdb_audit._copy_from_duckdb_store = original, copy
+
+
+def test_a_background_statement_stops_at_once_and_its_error_reaches_the_main_thread() -> None:
+    import time
+
+    from eoctl.engine.duckdb import Background
+
+    con = connect()
+    endless = Background(con, lambda _stopping: con.execute("select count(*) from range(1000000000000)").fetchall())
+    time.sleep(0.3)
+    started = time.monotonic()
+    endless.stop()
+    assert time.monotonic() - started < 5
+    assert con.execute("select 42").fetchall() == [(42,)]  # the connection is the main thread's again
+
+    failing = Background(con, lambda _stopping: con.execute("select * from no_such_table"))
+    with pytest.raises(Exception, match="no_such_table"):
+        failing.wait()
+    con.close()
+
+
+@pytest.mark.integration
+def test_a_run_released_while_its_records_are_kept_stops_at_once(tmp_path: Path) -> None:
+    """records_for keeps the records on a thread while the flow compiles; a flow that fails or is
+    interrupted meanwhile releases the run, which stops that statement rather than fail to close
+    a busy connection (DuckDB refuses) or wait for it."""
+    import time
+
+    from eoctl.config import load_config
+    from eoctl.engine.duckdb_audit import DuckDBRun
+    from eoctl.options import AuditOptions
+    from tests.helpers.chaos import recorded_copy
+
+    config = load_config(recorded_copy(tmp_path).config_path, overrides={"kind": "duckdb"})
+    run = DuckDBRun(config, AuditOptions(), lambda _m: None, keep_records=False)
+    run.con.execute("CREATE OR REPLACE VIEW records AS SELECT CAST(i AS VARCHAR) AS tok FROM range(1000000000000) t(i)")
+    assert run.records_for(["tok"]) == "flow_records"
+    time.sleep(0.3)
+    started = time.monotonic()
+    run.release()
+    assert time.monotonic() - started < 5
