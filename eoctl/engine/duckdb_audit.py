@@ -46,7 +46,7 @@ def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOp
     `hashed`); the scope that describes them. `layout`: the run's StoreLayout, when it has one;
     `keep_records`: computed once into the run's database (many checks read them), else a view;
     `index` (eoctl.engine.duckdb_index.IndexRun): the record index the audit continues or keeps;
-    `copies`: the store tables copied already (StoreCopies), by _snapshot's key."""
+    `copies`: the store tables copied already (copy_stores_ahead), by _snapshot's key."""
     from eoctl.stores.layout import StoreLayout
 
     scope = _scope(config, options)
@@ -333,7 +333,7 @@ def _copy_from_duckdb_store(con: duckdb.DuckDBPyConnection, store, table: str, n
     from eoctl.stores.connection import attached_read_only
 
     with attached_read_only(con, store, wait=wait) as catalog:
-        # OR REPLACE: a StoreCopies thread stopped between this statement and the detach leaves one
+        # OR REPLACE: copies ahead stopped between this statement and the detach leave one
         copy_duckdb_table(con, store, table, lambda sql: f"CREATE OR REPLACE TEMP TABLE {_ident(name)} AS {sql}",
                           catalog=catalog)
 
