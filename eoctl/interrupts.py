@@ -73,6 +73,14 @@ def install() -> None:
             sys.unraisablehook = _unraisable
 
 
+def ignore() -> None:
+    """Ignore SIGINT and SIGTERM from now on: the run is over and has said so. Python puts the
+    default handlers back as the interpreter ends, and a signal in those last milliseconds would
+    kill the process (exit -2, no line) after its output was whole."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def check() -> None:
     """Raise now if a signal is waiting: one that arrived during a deferred block that has ended,
     or one whose Interrupted a finalizer dropped."""

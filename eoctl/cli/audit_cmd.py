@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import progress, stderr
+from eoctl.cli.output import progress, stderr, write_stdout
 from eoctl.errors import EoctlError, ExitCode, UsageError
 from eoctl.report.findings import Severity
 
@@ -127,7 +127,7 @@ def audit(
         tmp.replace(output)  # never a half-written report
         stderr.print(f"report written to {output}")
     elif text is not None:
-        typer.echo(text, nl=False)
+        write_stdout(text)
     else:
         render_text(report, stderr)
     worst = report.worst()

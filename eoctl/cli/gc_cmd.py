@@ -9,7 +9,7 @@ import typer
 
 from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import emit_json, progress, stderr
+from eoctl.cli.output import emit_json, progress, stderr, write_stdout
 
 Endpoints = Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="only these endpoints' tokens or blobs; repeatable")]
 Grace = Annotated[str, typer.Option(metavar="DURATION", help="never touch anything younger than this")]
@@ -71,7 +71,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
     if restore is not None:
         result = module.restore(config, restore, execute)
         if app.json:
-            typer.echo(restore_json(result))
+            write_stdout(restore_json(result) + "\n")
         else:
             render_restore(result, stderr)
         return 0
@@ -96,7 +96,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
     if metrics_file is not None:
         write_metrics(metrics_file, result, success=True)
     if app.json:
-        typer.echo(gc_json(result))
+        write_stdout(gc_json(result) + "\n")
     else:
         render_gc(result, stderr)
     return 0

@@ -200,6 +200,8 @@ def main(argv: list[str] | None = None) -> None:
                 _contexts.pop().close(succeeded)  # the engine stopped, the run's temporary folder removed
         except BaseException as exc:  # noqa: BLE001 - a second Ctrl-C while stopping: still one line
             code = _report(exc, debug)
+    if argv is None:  # eoctl is the process: its exit code is said, a late signal changes nothing
+        interrupts.ignore()
     # everything is closed: what is still alive (mostly imported modules: Ibis, PyArrow) is kept
     # out of the interpreter's last collections, which cost ~0.2 s of every command's wall time
     gc.freeze()

@@ -56,8 +56,31 @@ def emit_json(data: Any, schema: str | None = None) -> None:
     `eoctl.<command>/v1`) leads the object."""
     if schema is not None:
         data = {"schema": schema, **{k: v for k, v in data.items() if k != "schema"}}
-    sys.stdout.write(json.dumps(redact(data), indent=2, default=_plain, sort_keys=False) + "\n")
-    sys.stdout.flush()
+    write_stdout(json.dumps(redact(data), indent=2, default=_plain, sort_keys=False) + "\n")
+
+
+def write_stdout(text: str) -> None:
+    """`text` (a JSON document, a report) on stdout whole: a signal while it is written takes
+    effect once it is (eoctl.interrupts.deferred), so a script never reads half a document; the
+    run still ends as interrupted. Writing a large document to a pipe blocks while the reader is
+    behind, which is when a Ctrl-C tends to land."""
+    import os
+
+    from eoctl.interrupts import deferred
+
+    with deferred():
+        sys.stdout.flush()
+        try:
+            fd = sys.stdout.fileno()
+        except (AttributeError, OSError, ValueError):  # a stream without a file (a test's capture)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return
+        # os.write until all is written: Python's buffered writer drops what a signal cut short
+        # (a 1 MB write to a full pipe kept its first 64 KiB, Python 3.11)
+        rest = memoryview(text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
+        while rest:
+            rest = rest[os.write(fd, rest):]
 
 
 @contextmanager

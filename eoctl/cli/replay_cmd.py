@@ -8,7 +8,7 @@ import typer
 
 from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import stderr
+from eoctl.cli.output import stderr, write_stdout
 from eoctl.errors import ExitCode
 
 
@@ -44,7 +44,7 @@ def replay_outbox(
     else:
         result = replay(config, options)
     if app.json:
-        typer.echo(replay_json(result))
+        write_stdout(replay_json(result) + "\n")
     else:
         render_replay(result, stderr)
     counts = result.counts()
