@@ -1,3 +1,3 @@
-from eoctl.cli.main import main
+from eoctl.cli.main import console
 
-main()
+console()

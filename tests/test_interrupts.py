@@ -77,3 +77,27 @@ main(["--config", {config!r}, "--format", "json", "config", "check"])
                          text=True, timeout=60)
     assert out.returncode == 130, out.stderr[-2000:]
     assert out.stderr.strip().splitlines()[-1] == "eoctl: interrupted (SIGINT)"
+
+
+_HANDLERS_AS_THE_INTERPRETER_ENDS = """
+import atexit, signal, sys
+from eoctl.cli import main as cli
+
+# atexit runs as the interpreter ends, before Python puts the default handlers back
+atexit.register(lambda: print("ignored", [signal.getsignal(s) == signal.SIG_IGN for s in (signal.SIGINT, signal.SIGTERM)],
+                               "eoctl's", [getattr(signal.getsignal(s), "__module__", None) == "eoctl.interrupts"
+                                           for s in (signal.SIGINT, signal.SIGTERM)]))
+sys.argv = ["eoctl", "--config", {config!r}, "--format", "json", "config", "check"]
+getattr(cli, {entry!r})()
+"""
+
+
+@pytest.mark.parametrize(("entry", "ignored"), [("console", True), ("main", False)])
+def test_the_program_ignores_signals_once_its_code_is_said(entry: str, ignored: bool) -> None:
+    """`eoctl` as a program (console): a signal after its exit code is decided changes nothing (a
+    default handler would kill it with -2 and no line, its output already whole). main(), eoctl in
+    a caller's interpreter, leaves eoctl's handlers to that caller."""
+    code = _HANDLERS_AS_THE_INTERPRETER_ENDS.format(config=str(CHAOS / "eoctl.toml"), entry=entry)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == f"ignored {[ignored] * 2} eoctl's {[not ignored] * 2}"

@@ -173,22 +173,21 @@ _contexts: list[AppContext] = []
 MARKDOWN_COMMANDS = ("audit",)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run eoctl; every known error becomes one line on stderr and a documented exit code."""
+def run(argv: list[str]) -> int:
+    """Run eoctl with `argv`; every known error becomes one line on stderr. Returns the exit code."""
     from eoctl import interrupts
 
     # a command allocates mostly long-lived objects (Ibis's expression graphs and compiler, the
     # imported modules) and little garbage: the default thresholds ran ~270 collections, two of
     # them full, 0.11 s of a 1.6 s gc-tokens plan; these are mypy's, for the same reason
     gc.set_threshold(200_000, 30, 30)
-    args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args
+    debug = "--debug" in argv
     _mask_library_logs()
     command = typer.main.get_command(app)
     interrupts.install()
     succeeded = False
     try:
-        result = command.main(args=args, prog_name="eoctl", standalone_mode=False)
+        result = command.main(args=argv, prog_name="eoctl", standalone_mode=False)
         interrupts.check()  # a signal a finalizer dropped after the last phase: not a finished run
         code = int(result) if isinstance(result, int) else 0
         succeeded = True
@@ -200,11 +199,27 @@ def main(argv: list[str] | None = None) -> None:
                 _contexts.pop().close(succeeded)  # the engine stopped, the run's temporary folder removed
         except BaseException as exc:  # noqa: BLE001 - a second Ctrl-C while stopping: still one line
             code = _report(exc, debug)
-    if argv is None:  # eoctl is the process: its exit code is said, a late signal changes nothing
-        interrupts.ignore()
     # everything is closed: what is still alive (mostly imported modules: Ibis, PyArrow) is kept
     # out of the interpreter's last collections, which cost ~0.2 s of every command's wall time
     gc.freeze()
+    return code
+
+
+def main(argv: list[str] | None = None) -> None:
+    """eoctl in this interpreter (tests, embedding): run, then exit with the code. The signal
+    handlers stay eoctl's, for a caller that goes on after catching SystemExit."""
+    sys.exit(run(sys.argv[1:] if argv is None else argv))
+
+
+def console() -> None:
+    """The `eoctl` program (console script, `python -m eoctl`): eoctl is the process. Once its
+    exit code is said, signals are ignored: Python puts the default handlers back as the
+    interpreter ends, and a signal in those last milliseconds would kill the process (exit -2,
+    no line) after its output was whole."""
+    from eoctl import interrupts
+
+    code = run(sys.argv[1:])
+    interrupts.ignore()
     sys.exit(code)
 
 

@@ -339,8 +339,7 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     bad.append("SELECT NULL::VARCHAR AS ep, NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS problem, "
                "NULL::VARCHAR AS text WHERE false")
     con.execute("CREATE OR REPLACE VIEW undecodable AS " + " UNION ALL ".join(bad))
-    flat_table(con, "commits", commits, {"c_endpoint": "VARCHAR", "c_topic": "VARCHAR", "c_partition": "INTEGER",
-                                         "committed": "BIGINT"})
+    flat_table(con, "commits", commits, COMMITS_COLUMNS)
     sql = working_copy_sql()
     # a temporary table: in memory, spilled to temp_directory past memory_limit, never written
     # compressed into the database file (10M records: 5.0 s against 10.7 s, with up to twice
@@ -361,6 +360,10 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
                 "UNION ALL SELECT * FROM kafka_log_starts")
     return committed
 
+
+#: the committed offsets a working copy is met with (flat_table's columns): each endpoint's next
+#: offset to process, by topic and partition
+COMMITS_COLUMNS = {"c_endpoint": "VARCHAR", "c_topic": "VARCHAR", "c_partition": "INTEGER", "committed": "BIGINT"}
 
 #: Arrow types of flat tables built from Python rows (_table_of_rows), as DuckDB types
 _FLAT_SQL_TYPES = {"string": "VARCHAR", "large_string": "VARCHAR", "int8": "TINYINT", "int16": "SMALLINT",

@@ -287,6 +287,7 @@ def copy_stores_ahead(con: duckdb.DuckDBPyConnection, config: Config, endpoints:
     missing or damaged) ends it, and open_inputs makes that copy and the rest in its usual order,
     with its waiting and its errors."""
     from eoctl.config.model import DuckDBStore
+    from eoctl.sources.tables import store_named
     from eoctl.stores.layout import KINDS
 
     try:
@@ -297,7 +298,7 @@ def copy_stores_ahead(con: duckdb.DuckDBPyConnection, config: Config, endpoints:
                 store_name = ep.store_of(spec)
                 if store_name is None:
                     continue
-                store = config.stores.get(store_name)
+                store = store_named(config, store_name)
                 if not isinstance(store, DuckDBStore) or stopping.is_set():
                     return
                 _snapshot(con, copies, store, spec.table, wait=False)
