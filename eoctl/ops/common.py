@@ -107,8 +107,14 @@ class GcKind:
     command: str
     what: str  # tokens | blobs
     key: str  # the plan's row key: token_id | name
-    garbage: Callable[..., Any]  # (Scope, records, Dialect, endpoints) -> the garbage rows (eoctl.expr.reconcile)
-    columns: tuple[str, ...]  # plan columns kept for execution and evidence
+    # (Scope, records, Dialect, endpoints) -> the garbage rows: endpoint, key, collectable, attempt_lost
+    # (eoctl.expr.reconcile), what the plan keeps, counts and orders
+    garbage: Callable[..., Any]
+    # (Scope, rows of `garbage`, endpoints) -> those rows with the classification's columns: only
+    # the rows a plan shows or collects get them (the text columns of every garbage row: half a
+    # 10M-token plan's classification)
+    evidence: Callable[..., Any]
+    columns: tuple[str, ...]  # the evidence columns a plan shows and an execution records
     # the store tables are reached through the run's one StoreLayout (layout.config is the configuration)
     apply_batch: Callable[..., None]  # (layout, endpoint, rows, run_id, options, tally)
     finish_leftovers: Callable[..., list[str]]  # (layout, log, run_id, options) -> finished run ids
@@ -153,8 +159,10 @@ class GarbagePlan:
                 counted = kept.group_by("endpoint", "collectable").aggregate(n=kept.count())
                 for r in self.engine.rows(compile_sql(counted, dialect)):
                     counts[r["endpoint"]][r["collectable"]] = r["n"]
-                self.collectable = kept.filter(kept.collectable).select("endpoint", kind.key, *kind.columns).order_by(
-                    ["endpoint", kind.key])
+                order = ["endpoint", kind.key]
+                collectable = kept.filter(kept.collectable).order_by(order)
+                self.collectable = lambda limit: kind.evidence(scope, collectable.limit(limit), names).select(
+                    "endpoint", kind.key, *kind.columns).order_by(order)
             self.tallies = [Tally(n, garbage=sum(c.values()), planned=c.get(True, 0), skipped_young=c.get(False, 0))
                             for n, c in counts.items()]
             self._compile = lambda expr: compile_sql(expr, dialect)
@@ -164,12 +172,12 @@ class GarbagePlan:
 
     def sample(self, rows: int) -> list[dict[str, Any]]:
         """The first `rows` collectable rows, secrets masked."""
-        return [] if self.collectable is None else self.engine.rows(self._compile(self.collectable.limit(rows)))
+        return [] if self.collectable is None else self.engine.rows(self._compile(self.collectable(rows)))
 
     def rows(self, limit: int) -> Iterator[Any]:
         """At most `limit` rows, in endpoint then key order, computed once."""
         if self.collectable is not None:
-            yield from self.engine.stream(self._compile(self.collectable.limit(limit)))
+            yield from self.engine.stream(self._compile(self.collectable(limit)))
 
     def release(self) -> None:
         self.engine.release()

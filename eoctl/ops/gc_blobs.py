@@ -251,15 +251,18 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
 
 
 def _garbage(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
-    import ibis
+    from eoctl.expr.reconcile import garbage_blobs
 
-    from eoctl.expr.reconcile import blob_classes
-
-    classes = ibis.union(*(blob_classes(scope, records, dialect, name) for name in names))
-    return classes.filter(classes["class"] == "garbage")
+    return garbage_blobs(scope, records, dialect, names)
 
 
-KIND = GcKind(COMMAND, "blobs", "name", _garbage, ("size", "modified", "reason", "intents"),
+def _evidence(scope: Any, rows: Any, names: list[str]) -> Any:
+    from eoctl.expr.reconcile import blob_evidence
+
+    return blob_evidence(scope, rows, names)
+
+
+KIND = GcKind(COMMAND, "blobs", "name", _garbage, _evidence, ("size", "modified", "reason", "intents"),
               _quarantine_batch, finish_leftovers, purge, record_columns=("producer", "blobs", "causation_id"))
 
 

@@ -132,12 +132,18 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
 
 
 def _garbage(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
-    from eoctl.expr.reconcile import token_classes
+    from eoctl.expr.reconcile import garbage_tokens
 
-    return token_classes(scope, records, dialect, names, garbage_only=True)
+    return garbage_tokens(scope, records, dialect, names)
 
 
-KIND = GcKind(COMMAND, "tokens", "token_id", _garbage,
+def _evidence(scope: Any, rows: Any, _names: list[str]) -> Any:
+    from eoctl.expr.reconcile import token_evidence
+
+    return token_evidence(scope, rows)
+
+
+KIND = GcKind(COMMAND, "tokens", "token_id", _garbage, _evidence,
               ("message_id", "created_at", "reason", "intents"), _delete_batch, finish_leftovers, purge,
               record_columns=("token_id", "producer", "causation_id"))
 

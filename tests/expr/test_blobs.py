@@ -358,6 +358,71 @@ def test_an_absolute_uri_outside_the_prefix_names_none_of_its_blobs() -> None:
         canonical(oracle(outside, "EO401")), canonical(oracle(outside, "EO403")))
 
 
+# ----------------------------------------------------------- the garbage gc-blobs plans from
+
+
+def garbage(t: CheckTables, *, gc: bool, engine: str = "duckdb", spark: Any = None) -> list[dict[str, Any]]:
+    """The garbage blobs of the endpoints with a prefix, by the full classification (what reconcile
+    reports: eoctl.expr.reconcile.blob_classes) or by the gc plan's form (garbage_blobs over only
+    the record columns its plan keeps, then blob_evidence of its rows), in name order. The gc
+    form's own rows (key, collectable) must be its evidence's."""
+    import ibis
+
+    from eoctl.expr.reconcile import blob_classes, blob_evidence, garbage_blobs
+    from eoctl.expr.records import records_table
+    from eoctl.ops.gc_blobs import KIND
+
+    names = list(PREFIXES)
+
+    def in_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return sorted(rows, key=lambda r: (r["endpoint"], r["name"]))
+
+    if not gc:
+        rows = t.rows_of(lambda scope, dialect: ibis.union(
+            *(blob_classes(scope, records_table(), dialect, n) for n in names)), engine, spark)
+        return in_order([r for r in rows if r["class"] == "garbage"])
+    records = records_table(columns=KIND.record_columns)
+    plan = t.rows_of(lambda scope, dialect: garbage_blobs(scope, records, dialect, names), engine, spark)
+    rows = in_order(t.rows_of(lambda scope, dialect: blob_evidence(
+        scope, garbage_blobs(scope, records, dialect, names), names), engine, spark))
+    assert in_order([{k: r[k] for k in ("endpoint", "name", "collectable")} for r in plan]) == [
+        {k: r[k] for k in ("endpoint", "name", "collectable")} for r in rows]
+    return rows
+
+
+def with_committed(state: dict[str, Any], commits: list[bool]) -> dict[str, Any]:
+    """`state` where the attempts of the blob intents `commits` picks committed their entries: an
+    entry of the intent's endpoint for its incoming message, its tokens committed (a pending entry
+    of that message keeps the outcome unknown). A blob is lost when every attempt naming it lost."""
+    picked = [i for i, c in zip(state["stores"].get("intents", []), commits) if c and i["kind"] == "blob"]
+    state["stores"]["outbox"] += [store_row("outbox", i["ep"], incoming_message_id=i["incoming_message_id"],
+                                            tokens_committed_at=NOW - dt.timedelta(days=1)) for i in picked]
+    return state
+
+
+@pytest.mark.unit
+def test_the_garbage_gc_blobs_plans_from_is_the_classifications_garbage() -> None:
+    """gc-blobs keeps its garbage's key, collectable flag and attempt_lost, and gives the rest
+    (size, modified, reason, registration, intents) to the rows it shows or quarantines: the same
+    rows as the full classification's garbage, over drawn states. Fails, too, when too few states
+    have garbage, or none has garbage an intent registered, lost or not."""
+    seen = {"states": 0, "with garbage": 0, "registered": 0, "lost": 0}
+
+    @SETTINGS
+    @given(state=blob_states(), commits=st.lists(st.booleans(), max_size=5))
+    def run(state: dict[str, Any], commits: list[bool]) -> None:
+        t = tables(with_committed(state, commits))
+        full = garbage(t, gc=False)
+        seen["states"] += 1
+        seen["with garbage"] += bool(full)
+        seen["registered"] += any(r["registered_by"] is not None for r in full)
+        seen["lost"] += any(r["reason"].startswith("prepared by attempt") for r in full)
+        assert garbage(t, gc=True) == full
+
+    run()
+    assert seen["with garbage"] >= max(1, seen["states"] // 10) and all(seen.values()), seen
+
+
 # ------------------------------------------------------------------------ on Spark, fixed states
 
 
@@ -435,6 +500,9 @@ def test_spark_finds_what_duckdb_and_the_oracle_find_on_rich_states(spark) -> No
     on_spark = [{code: found(t, code, "spark", spark) for code in codes} for t in states]
     on_duckdb = [{code: found(t, code) for code in codes} for t in states]
     assert all(e[code] for e in expected for code in codes)  # not vacuous: every check finds something
+    # gc-blobs' form of the classification's garbage (test_the_garbage_gc_blobs_plans_from_...)
+    for t in states:
+        assert garbage(t, gc=True, engine="spark", spark=spark) == garbage(t, gc=False)
     # state, code, [(endpoint, side, row)]: Spark (left) against DuckDB, then DuckDB against the oracle
     engines = [(i, code, differences(on_spark[i][code], on_duckdb[i][code]))
                for i in range(len(states)) for code in codes]

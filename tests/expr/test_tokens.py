@@ -452,18 +452,29 @@ def test_committed_below_log_start_eo204_matches_the_oracle(config) -> None:
 
 
 def classified(s: State, config, *, garbage_only: bool, engine: str = "duckdb", spark=None) -> list[dict]:
-    """The stored endpoints' token classes (eoctl.expr.reconcile.token_classes): the garbage rows, by
-    the full classification (what reconcile-tokens reports) or by its garbage-only form (what
-    gc-tokens plans from, over only the record columns its plan keeps), in token order."""
-    from eoctl.expr.reconcile import token_classes
+    """The stored endpoints' garbage tokens, by the full classification (what reconcile-tokens
+    reports: eoctl.expr.reconcile.token_classes) or by the gc plan's form (garbage_tokens over only
+    the record columns its plan keeps, then token_evidence of its rows), in token order. The gc
+    form's own rows (key, collectable) must be its evidence's."""
+    from eoctl.expr.reconcile import garbage_tokens, token_classes, token_evidence
     from eoctl.expr.records import records_table
     from eoctl.ops.gc_tokens import KIND
 
-    records = records_table(columns=KIND.record_columns) if garbage_only else records_table()
-    rows = s.tables(config).rows_of(lambda scope, dialect: token_classes(
-        scope, records, dialect, list(STORED), garbage_only=garbage_only), engine, spark)
-    rows = rows if garbage_only else [r for r in rows if r["class"] == "garbage"]
-    return sorted(rows, key=lambda r: (r["endpoint"], r["token_id"]))
+    def in_order(rows: list[dict]) -> list[dict]:
+        return sorted(rows, key=lambda r: (r["endpoint"], r["token_id"]))
+
+    tables = s.tables(config)
+    if not garbage_only:
+        rows = tables.rows_of(lambda scope, dialect: token_classes(scope, records_table(), dialect, list(STORED)),
+                              engine, spark)
+        return in_order([r for r in rows if r["class"] == "garbage"])
+    records = records_table(columns=KIND.record_columns)
+    plan = tables.rows_of(lambda scope, dialect: garbage_tokens(scope, records, dialect, list(STORED)), engine, spark)
+    rows = in_order(tables.rows_of(lambda scope, dialect: token_evidence(
+        scope, garbage_tokens(scope, records, dialect, list(STORED))), engine, spark))
+    assert in_order([{k: r[k] for k in ("endpoint", "token_id", "collectable")} for r in plan]) == [
+        {k: r[k] for k in ("endpoint", "token_id", "collectable")} for r in rows]
+    return rows
 
 
 def with_outcomes(s: State, sent: list[int], commit: bool, created_at: dt.datetime | None = None) -> State:
