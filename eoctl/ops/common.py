@@ -150,29 +150,34 @@ class GarbagePlan:
                            if (scope.has(n, "tokens") if kind.what == "tokens" else config.endpoints[n].blobs))
             counts: dict[str, dict[bool, int]] = {n: {} for n in names}
             self.collectable = None
+            self._compile = lambda expr: compile_sql(expr, dialect)
+            self._sample_sql: str | None = None
             if names:
                 # every endpoint in one pass: one compile and one scan, however many endpoints
                 records = records_table(self.engine.records_for(kind.record_columns), kind.record_columns)
                 garbage = kind.garbage(scope, records, dialect, names)
-                self.engine.keep("garbage", compile_sql(garbage, dialect))
+                classify = compile_sql(garbage, dialect)
                 kept = ibis.table(garbage.schema(), name="garbage")
                 counted = kept.group_by("endpoint", "collectable").aggregate(n=kept.count())
-                for r in self.engine.rows(compile_sql(counted, dialect)):
-                    counts[r["endpoint"]][r["collectable"]] = r["n"]
                 order = ["endpoint", kind.key]
                 collectable = kept.filter(kept.collectable).order_by(order)
                 self.collectable = lambda limit: kind.evidence(scope, collectable.limit(limit), names).select(
                     "endpoint", kind.key, *kind.columns).order_by(order)
+                # compiled before the first wait: the DuckDB engine keeps the records meanwhile
+                count_sql = compile_sql(counted, dialect)
+                self._sample_sql = self._compile(self.collectable(options.evidence_rows))
+                self.engine.keep("garbage", classify)
+                for r in self.engine.rows(count_sql):
+                    counts[r["endpoint"]][r["collectable"]] = r["n"]
             self.tallies = [Tally(n, garbage=sum(c.values()), planned=c.get(True, 0), skipped_young=c.get(False, 0))
                             for n, c in counts.items()]
-            self._compile = lambda expr: compile_sql(expr, dialect)
         except BaseException:
             self.engine.release()
             raise
 
-    def sample(self, rows: int) -> list[dict[str, Any]]:
-        """The first `rows` collectable rows, secrets masked."""
-        return [] if self.collectable is None else self.engine.rows(self._compile(self.collectable(rows)))
+    def sample(self) -> list[dict[str, Any]]:
+        """The first --evidence-rows collectable rows, secrets masked."""
+        return [] if self._sample_sql is None else self.engine.rows(self._sample_sql)
 
     def rows(self, limit: int) -> Iterator[Any]:
         """At most `limit` rows, in endpoint then key order, computed once."""
@@ -203,7 +208,7 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
         started = time.monotonic()
         plan = planned()
         try:
-            result = GcResult(kind.command, run_id, False, grace, plan.tallies, plan.sample(options.evidence_rows),
+            result = GcResult(kind.command, run_id, False, grace, plan.tallies, plan.sample(),
                               notes=layout.notes(options.endpoints))
         finally:
             plan.release()
@@ -215,7 +220,7 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
         leftovers = kind.finish_leftovers(layout, log, run_id, options)
         plan = planned()
         try:
-            sample = plan.sample(options.evidence_rows)
+            sample = plan.sample()
             _apply_in_batches(layout, plan, options, run_id, lease, kind, progress)
         finally:
             plan.release()
