@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from eoctl.ops.common import GcResult, RestoreResult
-from eoctl.ops.reconcile import TOKEN_CLASSES, ReconcileReport
-from eoctl.ops.replay import ReplayResult
 from eoctl.report.render import TOP_EVIDENCE, more_rows, print_rows
 from eoctl.secrets import redact
+
+if TYPE_CHECKING:  # the results' modules are the commands' own: a gc command never imports replay's
+    from eoctl.ops.common import GcResult, RestoreResult
+    from eoctl.ops.reconcile import ReconcileReport
+    from eoctl.ops.replay import ReplayResult
 
 RECONCILE_SCHEMA = "eoctl.reconcile-tokens/v1"
 GC_SCHEMA = "eoctl.gc/v1"
@@ -28,6 +30,8 @@ _NOTE = {
 
 
 def render_reconcile(report: ReconcileReport, console: Console) -> None:
+    from eoctl.ops.reconcile import TOKEN_CLASSES
+
     console.print(f"[bold]eoctl reconcile-tokens[/] run {report.run['id']} "
                   f"(grace {report.run['grace_seconds']}s)")
     for note in report.notes:
