@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from contextlib import contextmanager
@@ -64,8 +65,6 @@ def write_stdout(text: str) -> None:
     effect once it is (eoctl.interrupts.deferred), so a script never reads half a document; the
     run still ends as interrupted. Writing a large document to a pipe blocks while the reader is
     behind, which is when a Ctrl-C tends to land."""
-    import os
-
     from eoctl.interrupts import deferred
 
     with deferred():

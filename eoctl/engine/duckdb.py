@@ -291,7 +291,7 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     from eoctl.sources import input_committed_offsets
 
     keys = {h: getattr(config.protocol.headers, h) for h in HEADERS}
-    selects, commits, kafka_starts, archived, bad = [], [], [], [], []
+    selects, kafka_starts, archived, bad = [], [], [], []
     committed: dict[str, dict[str, dict[int, int]]] = {}
     for name, ep in config.endpoints.items():
         if ep.input is None or (endpoints and name not in endpoints):
@@ -330,8 +330,6 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
         selects.append(f"SELECT {repr_sql(name)} AS endpoint, topic, partition, \"offset\", timestamp, "
                        f"{', '.join(HEADERS)} FROM {_ident(f'protocol_{name}')}{where}")
         committed[name] = input_committed_offsets(config, ep.input)
-        commits += [{"c_endpoint": name, "c_topic": t, "c_partition": p, "committed": o}
-                    for t, parts in committed[name].items() for p, o in parts.items()]
     if not selects:
         selects.append("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in _PROTOCOL_SQL_TYPES.items())
                        + " WHERE false")
@@ -339,7 +337,7 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     bad.append("SELECT NULL::VARCHAR AS ep, NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS problem, "
                "NULL::VARCHAR AS text WHERE false")
     con.execute("CREATE OR REPLACE VIEW undecodable AS " + " UNION ALL ".join(bad))
-    flat_table(con, "commits", commits, COMMITS_COLUMNS)
+    commits_table(con, committed)
     sql = working_copy_sql()
     # a temporary table: in memory, spilled to temp_directory past memory_limit, never written
     # compressed into the database file (10M records: 5.0 s against 10.7 s, with up to twice
@@ -361,9 +359,13 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
     return committed
 
 
-#: the committed offsets a working copy is met with (flat_table's columns): each endpoint's next
-#: offset to process, by topic and partition
-COMMITS_COLUMNS = {"c_endpoint": "VARCHAR", "c_topic": "VARCHAR", "c_partition": "INTEGER", "committed": "BIGINT"}
+def commits_table(con: duckdb.DuckDBPyConnection, committed: dict[str, dict[str, dict[int, int]]]) -> None:
+    """Table `commits`, the committed offsets a working copy is met with: each endpoint's next
+    offset to process, by topic and partition (`committed`: endpoint -> topic -> partition)."""
+    rows = [{"c_endpoint": n, "c_topic": t, "c_partition": p, "committed": o}
+            for n, topics in committed.items() for t, parts in topics.items() for p, o in parts.items()]
+    flat_table(con, "commits", rows, {"c_endpoint": "VARCHAR", "c_topic": "VARCHAR", "c_partition": "INTEGER",
+                                      "committed": "BIGINT"})
 
 #: Arrow types of flat tables built from Python rows (_table_of_rows), as DuckDB types
 _FLAT_SQL_TYPES = {"string": "VARCHAR", "large_string": "VARCHAR", "int8": "TINYINT", "int16": "SMALLINT",

@@ -141,7 +141,7 @@ def _decoded(config: Config, candidates: list[dict[str, Any]], committed: dict[s
     """The candidates that meet a clause once decoded, as the DuckDB engine's scan gives them."""
     import pyarrow as pa
 
-    from eoctl.engine.duckdb import COMMITS_COLUMNS, _table_of_rows, connect, flat_table, protocol_view
+    from eoctl.engine.duckdb import _table_of_rows, commits_table, connect, protocol_view
     from eoctl.engine.duckdb_trace import matching_records
     from eoctl.expr.records import HEADERS
 
@@ -157,9 +157,7 @@ def _decoded(config: Config, candidates: list[dict[str, Any]], committed: dict[s
             ("endpoint", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
             ("timestamp", pa.timestamp("us")), ("headers", pa.list_(header))]))
         protocol_view(con, "protocol", "candidates", {h: getattr(config.protocol.headers, h) for h in HEADERS})
-        commits = [{"c_endpoint": n, "c_topic": t, "c_partition": p, "committed": o}
-                   for n, topics in committed.items() for t, parts in topics.items() for p, o in parts.items()]
-        flat_table(con, "commits", commits, COMMITS_COLUMNS)
+        commits_table(con, committed)
         return matching_records(con, clauses)
     finally:
         con.close()

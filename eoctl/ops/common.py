@@ -149,8 +149,7 @@ class GarbagePlan:
             names = sorted(n for n in selected(config, options.endpoints)
                            if (scope.has(n, "tokens") if kind.what == "tokens" else config.endpoints[n].blobs))
             counts: dict[str, dict[bool, int]] = {n: {} for n in names}
-            self.collectable = None
-            self._compile = lambda expr: compile_sql(expr, dialect)
+            self._collectable_sql: Callable[[int], str] | None = None  # limit -> the SQL of so many rows
             self._sample_sql: str | None = None
             if names:
                 # every endpoint in one pass: one compile and one scan, however many endpoints
@@ -161,11 +160,15 @@ class GarbagePlan:
                 counted = kept.group_by("endpoint", "collectable").aggregate(n=kept.count())
                 order = ["endpoint", kind.key]
                 collectable = kept.filter(kept.collectable).order_by(order)
-                self.collectable = lambda limit: kind.evidence(scope, collectable.limit(limit), names).select(
-                    "endpoint", kind.key, *kind.columns).order_by(order)
+
+                def collectable_sql(limit: int) -> str:
+                    rows = kind.evidence(scope, collectable.limit(limit), names)
+                    return compile_sql(rows.select("endpoint", kind.key, *kind.columns).order_by(order), dialect)
+
+                self._collectable_sql = collectable_sql
                 # compiled before the first wait: the DuckDB engine keeps the records meanwhile
                 count_sql = compile_sql(counted, dialect)
-                self._sample_sql = self._compile(self.collectable(options.evidence_rows))
+                self._sample_sql = self._collectable_sql(options.evidence_rows)
                 self.engine.keep("garbage", classify)
                 for r in self.engine.rows(count_sql):
                     counts[r["endpoint"]][r["collectable"]] = r["n"]
@@ -181,8 +184,8 @@ class GarbagePlan:
 
     def rows(self, limit: int) -> Iterator[Any]:
         """At most `limit` rows, in endpoint then key order, computed once."""
-        if self.collectable is not None:
-            yield from self.engine.stream(self._compile(self.collectable(limit)))
+        if self._collectable_sql is not None:
+            yield from self.engine.stream(self._collectable_sql(limit))
 
     def release(self) -> None:
         self.engine.release()
