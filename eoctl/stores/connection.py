@@ -139,14 +139,19 @@ def connect(store: StoreConfig, *, read_only: bool = True) -> Iterator[Any]:
         conn.close()
 
 
-def schema_columns(conn: Any, store: StoreConfig, table: str | None = None) -> dict[str, list[str]]:
+def schema_columns(conn: Any, store: StoreConfig, table: str | None = None,
+                   catalog: str | None = None) -> dict[str, list[str]]:
     """Table name -> its column names in order, for every table of the store's schema (one query:
-    a run looks up its tables in one open of each store), or for `table` alone."""
+    a run looks up its tables in one open of each store), or for `table` alone. `catalog`: the
+    name a DuckDB store's file is attached as on `conn` (attached_read_only)."""
     sql = "select table_name, column_name from information_schema.columns where table_schema = %s"
     params = [store.schema_name]
     if table is not None:
         sql += " and table_name = %s"
         params.append(table)
+    if catalog is not None:
+        sql += " and table_catalog = %s"
+        params.append(catalog)
     sql += " order by table_name, ordinal_position"
     if isinstance(store, DuckDBStore):
         rows = conn.execute(sql.replace("%s", "?"), params).fetchall()

@@ -11,7 +11,8 @@ The intents table is optional: pipelines without register-cleanup have none. Wha
 attempt registered a token or blob, and so garbage of attempts that lost) is then skipped, and
 `notes()` says so.
 
-Tables are looked up once per run through a short DB-API connection (columns only, no rows).
+Tables are looked up once per run through a short DB-API connection (columns only, no rows), or,
+on the DuckDB engine, through its own connection with the store's file attached for the lookup.
 """
 
 from __future__ import annotations
@@ -82,16 +83,35 @@ class StoreLayout:
         """The columns of a table; every table of the store's schema is looked up in its first
         open, with those of every configured store the same connection reaches (one short
         connection per file or database and run, however many stores and endpoints share it)."""
-        from eoctl.stores.connection import connect, connection_key, schema_columns
+        from eoctl.stores.connection import connect, schema_columns
 
         if store_name not in self._columns:
-            store = store_named(self.config, store_name)
-            key = connection_key(store)
-            reached = [n for n in self.config.stores if connection_key(store_named(self.config, n)) == key]
-            with connect(store) as conn:
-                for name in reached:
+            with connect(store_named(self.config, store_name)) as conn:
+                for name in self._reached(store_name):
                     self._columns[name] = schema_columns(conn, store_named(self.config, name))
         return self._columns[store_name].get(table)
+
+    def _reached(self, store_name: str) -> list[str]:
+        """The configured stores one connection to `store_name`'s file or database reaches."""
+        from eoctl.stores.connection import connection_key
+
+        key = connection_key(store_named(self.config, store_name))
+        return [n for n in self.config.stores if connection_key(store_named(self.config, n)) == key]
+
+    def look_up_attached(self, con: Any, store_name: str) -> None:
+        """Look up the tables of DuckDB store `store_name` (and of every store its file holds)
+        through `con`, a DuckDB connection of the engine's own, with the file attached read-only
+        for this one query: 0.5 ms, against 20 ms for an open of its own. Never waits for a file
+        another process holds (SourceError: the lookup is then made at the first use, as usual).
+        The DuckDB engine calls it while it copies the stores, before the run reads the layout."""
+        from eoctl.stores.connection import attached_read_only, schema_columns
+
+        if store_name in self._columns:
+            return
+        with attached_read_only(con, store_named(self.config, store_name), wait=False) as catalog:
+            found = {n: schema_columns(con, store_named(self.config, n), catalog=catalog)
+                     for n in self._reached(store_name)}
+        self._columns.update(found)
 
     def sharing(self, store_name: str, table: str, kind: str) -> list[str]:
         """The endpoints whose `kind` table is `table` in `store_name` (more than one: it is shared)."""

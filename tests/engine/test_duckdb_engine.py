@@ -307,6 +307,7 @@ def test_copies_ahead_never_wait_for_a_store_another_process_holds(tmp_path: Pat
 
     from eoctl.config import load_config
     from eoctl.engine.duckdb_audit import copy_stores_ahead
+    from eoctl.stores.layout import StoreLayout
 
     path = tmp_path / "state.duckdb"
     with duckdb.connect(str(path)) as db:
@@ -319,7 +320,8 @@ def test_copies_ahead_never_wait_for_a_store_another_process_holds(tmp_path: Pat
     writer = _writer_holding(path, 30)
     try:
         started = time.monotonic()
-        copy_stores_ahead(connect(), config, ["e"], copies, threading.Event())
+        # the layout's lookup ahead does not wait either
+        copy_stores_ahead(connect(), config, ["e"], copies, threading.Event(), StoreLayout(config))
         assert time.monotonic() - started < 5 and copies == {}
     finally:
         writer.kill()
@@ -332,10 +334,14 @@ def test_copies_ahead_never_wait_for_a_store_another_process_holds(tmp_path: Pat
 @pytest.mark.integration
 def test_a_run_copies_each_store_table_once(tmp_path: Path) -> None:
     """What the copies ahead made, the run uses: one temporary copy per store table, whichever
-    thread made it, and the same rows as a run whose copies were all made by the main thread."""
+    thread made it, and the same rows as a run whose copies were all made by the main thread.
+    The run's layout is looked up ahead too, through the run's connection: no store is opened
+    for it, and it resolves the tables as a lookup of its own does."""
     from eoctl.config import load_config
     from eoctl.engine import duckdb_audit
     from eoctl.options import AuditOptions
+    from eoctl.stores import connection
+    from eoctl.stores.layout import KINDS
     from tests.helpers.chaos import recorded_copy
 
     config = load_config(recorded_copy(tmp_path).config_path, overrides={"kind": "duckdb"})
@@ -343,37 +349,48 @@ def test_a_run_copies_each_store_table_once(tmp_path: Path) -> None:
               for n in config.endpoints for k in ("tokens", "outbox", "intents")
               if config.endpoints[n].store_of(getattr(config.endpoints[n], k))}
 
-    def opened() -> tuple[list[str], list[tuple]]:
+    def opened() -> tuple[list[str], list[tuple], list[tuple]]:
         run = duckdb_audit.DuckDBRun(config, AuditOptions(), lambda _m: None)
         try:
             copies = [r[0] for r in run.con.execute("select table_name from duckdb_tables() where temporary "
                                                     "and table_name like 'store_copy_%' order by 1").fetchall()]
             counts = run.con.execute("select (select count(*) from tokens), (select count(*) from outbox), "
                                      "(select count(*) from intents)").fetchall()
-            return copies, counts
+            resolved = [(t.endpoint, t.kind, t.table, t.owner_column, t.shared)
+                        for kind in KINDS for t in run.scope.layout.tables(kind)]
+            return copies, counts, resolved
         finally:
             run.release()
 
     original, made = duckdb_audit.copy_stores_ahead, []
     copy, copied = duckdb_audit._copy_from_duckdb_store, []
+    store_open, opens = connection.connect, []
 
-    def counted(con, config, endpoints, copies, stopping) -> None:
-        original(con, config, endpoints, copies, stopping)
+    def counted(con, config, endpoints, copies, stopping, layout=None) -> None:
+        original(con, config, endpoints, copies, stopping, layout)
         made.append(len(copies))
 
     def copying(con, store, table, name, wait=True) -> None:
         copied.append((store.schema_name, table))
         copy(con, store, table, name, wait)
 
+    def opening(store, **kwargs):
+        opens.append(store.schema_name)
+        return store_open(store, **kwargs)
+
     duckdb_audit.copy_stores_ahead, duckdb_audit._copy_from_duckdb_store = counted, copying
+    connection.connect = opening
     try:
-        ahead, counts = opened()
+        ahead, counts, resolved = opened()
         assert made == [len(tables)]  # every store table copied ahead (a sink's store table by the run)
         assert len(copied) == len(set(copied)) == len(ahead)  # and none copied again
-        duckdb_audit.copy_stores_ahead = lambda *_args: None  # every copy made by the run itself
-        assert opened() == (ahead, counts)
+        assert opens == [] and resolved  # looked up ahead: no store opened for it
+        duckdb_audit.copy_stores_ahead = lambda *_args: None  # every copy and lookup made by the run itself
+        assert opened() == (ahead, counts, resolved)
+        assert opens  # ... which opens the stores for its lookup
     finally:
         duckdb_audit.copy_stores_ahead, duckdb_audit._copy_from_duckdb_store = original, copy
+        connection.connect = store_open
 
 
 def test_a_background_statement_stops_at_once_and_its_error_reaches_the_main_thread() -> None:
