@@ -154,12 +154,15 @@ def test_the_masking_filter_masks_message_arguments_and_traceback() -> None:
 
 
 def test_what_the_cli_prints_is_masked(capsys: pytest.CaptureFixture[str]) -> None:
-    from eoctl.cli.output import emit_json, stderr
+    from eoctl.cli.output import emit_json, progress, stderr_console
 
-    stderr.print("note: store prod unreachable at postgresql://eoctl:stderrPw1@db/orders")
+    stderr_console().print("note: store prod unreachable at postgresql://eoctl:stderrPw1@db/orders")
+    with progress() as step:  # off a terminal: plain lines, not Rich's
+        step("reading postgresql://eoctl:phasePw3@db/orders")
     emit_json({"checks": [{"detail": "AccountKey=stdoutKey2;EndpointSuffix=x"}]})
     out = capsys.readouterr()
     assert "stderrPw1" not in out.err and "postgresql://eoctl:********@db/orders" in out.err
+    assert "phasePw3" not in out.err and "] reading postgresql://eoctl:********@db/orders\n" in out.err
     assert "stdoutKey2" not in out.out and json.loads(out.out)["checks"][0]["detail"].startswith("AccountKey=********")
 
 

@@ -8,7 +8,7 @@ import typer
 
 from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import emit_json, progress, stderr
+from eoctl.cli.output import emit_json, progress, stderr_console
 from eoctl.errors import ExitCode
 
 
@@ -42,5 +42,5 @@ def abort_transaction(
     if app.json:
         emit_json(result.to_dict())
     else:
-        render_abort(result, stderr)
+        render_abort(result, stderr_console())
     return int(ExitCode.RUNTIME if result.failed() else ExitCode.OK)

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import progress, stderr, write_stdout
+from eoctl.cli.output import progress, stderr_console, write_stdout
 from eoctl.errors import EoctlError, ExitCode, UsageError
 from eoctl.report.findings import Severity
 
@@ -97,7 +97,7 @@ def audit(
             report = run_audit(spark, config, options, codes, step)
     reason = report.run.get("scan", {}).get("reason")
     if reason:
-        stderr.print(f"eoctl: {reason}")
+        stderr_console().print(f"eoctl: {reason}")
 
     if record:
         try:
@@ -105,7 +105,7 @@ def audit(
 
             record_run(None if on_duckdb else spark, config, report)
         except EoctlError as exc:  # the audit itself succeeded: say so, and why it was not recorded
-            stderr.print(f"eoctl: warning: the run was not recorded in the findings history: {exc.one_line()}")
+            stderr_console().print(f"eoctl: warning: the run was not recorded in the findings history: {exc.one_line()}")
     fmt = app.format_for(output)  # `--output r.json` is JSON unless --format says otherwise
     if fmt is OutputFormat.json:
         text = render_json(report)
@@ -125,10 +125,10 @@ def audit(
         tmp = output.with_suffix(output.suffix + ".partial")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(output)  # never a half-written report
-        stderr.print(f"report written to {output}")
+        stderr_console().print(f"report written to {output}")
     elif text is not None:
         write_stdout(text)
     else:
-        render_text(report, stderr)
+        render_text(report, stderr_console())
     worst = report.worst()
     return int(ExitCode.FINDINGS if worst is not None and worst >= threshold else ExitCode.OK)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from eoctl.cli.context import AppContext
-from eoctl.cli.output import emit_json, example, stderr
+from eoctl.cli.output import emit_json, example, stderr_console
 
 app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 
@@ -28,8 +28,8 @@ def check(ctx: typer.Context) -> int:
         emit_json({"config": str(app_ctx.config_path), "valid": True, "missing_paths": missing, "resolved": resolved},
                   schema="eoctl.config-check/v1")
     else:
-        stderr.print(f"[green]{app_ctx.config_path}: valid[/]")
-        render_mapping(resolved, stderr)
+        stderr_console().print(f"[green]{app_ctx.config_path}: valid[/]")
+        render_mapping(resolved, stderr_console())
         for line in missing:
-            stderr.print(f"eoctl: error: {line}", markup=False, highlight=False)
+            stderr_console().print(f"eoctl: error: {line}", markup=False, highlight=False)
     return int(ExitCode.RUNTIME) if missing else 0

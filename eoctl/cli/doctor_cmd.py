@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from eoctl.cli.context import AppContext
-from eoctl.cli.output import emit_json, progress, stderr
+from eoctl.cli.output import emit_json, progress, stderr_console
 from eoctl.errors import ExitCode
 
 
@@ -22,5 +22,5 @@ def doctor(ctx: typer.Context) -> int:
     if app.json:
         emit_json(report.to_dict(), schema="eoctl.doctor/v1")
     else:
-        render_doctor(report, stderr)
+        render_doctor(report, stderr_console())
     return int(ExitCode.OK if report.ok else ExitCode.FINDINGS)

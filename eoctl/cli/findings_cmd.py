@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from eoctl.cli.context import AppContext
-from eoctl.cli.output import emit_json, example, stderr
+from eoctl.cli.output import emit_json, example, stderr_console
 
 app = typer.Typer(help="The findings history: every audit run, recorded.", no_args_is_help=True)
 
@@ -26,7 +26,7 @@ def list_runs(ctx: typer.Context,
     if app_ctx.json:
         emit_json({"runs": [asdict(r) for r in found]}, schema="eoctl.findings-list/v1")
     else:
-        render_runs(found, stderr)
+        render_runs(found, stderr_console())
     return 0
 
 
@@ -43,7 +43,7 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(metavar="RUN_ID"
     if app_ctx.json:
         emit_json({"run": asdict(recorded.summary), "findings": recorded.findings}, schema="eoctl.findings-show/v1")
     else:
-        render_recorded(recorded, stderr)
+        render_recorded(recorded, stderr_console())
     return 0
 
 
@@ -64,5 +64,5 @@ def diff(ctx: typer.Context,
         emit_json({"run_a": result.run_a, "run_b": result.run_b, "totals": result.totals(),
                    "changes": [asdict(c) for c in result.changes]}, schema="eoctl.findings-diff/v1")
     else:
-        render_diff(result, stderr)
+        render_diff(result, stderr_console())
     return 0

@@ -9,7 +9,7 @@ import typer
 
 from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import emit_json, progress, stderr, write_stdout
+from eoctl.cli.output import emit_json, progress, stderr_console, write_stdout
 
 Endpoints = Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="only these endpoints' tokens or blobs; repeatable")]
 Grace = Annotated[str, typer.Option(metavar="DURATION", help="never touch anything younger than this")]
@@ -48,11 +48,11 @@ def reconcile_tokens(
         tmp = output.with_suffix(output.suffix + ".partial")
         tmp.write_text(json.dumps(reconcile_json(report), indent=2, default=str) + "\n", encoding="utf-8")
         tmp.replace(output)
-        stderr.print(f"report written to {output}")
+        stderr_console().print(f"report written to {output}")
     if app.json:
         emit_json(reconcile_json(report))
     else:
-        render_reconcile(report, stderr)
+        render_reconcile(report, stderr_console())
     return 0
 
 
@@ -73,7 +73,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
         if app.json:
             write_stdout(restore_json(result) + "\n")
         else:
-            render_restore(result, stderr)
+            render_restore(result, stderr_console())
         return 0
     options = GcOptions(grace=parse_duration(grace, "--grace"), max_deletes=max_deletes, batch_size=batch_size,
                         retention=parse_duration(retention, "--retention"), endpoints=endpoint, execute=execute,
@@ -98,7 +98,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
     if app.json:
         write_stdout(gc_json(result) + "\n")
     else:
-        render_gc(result, stderr)
+        render_gc(result, stderr_console())
     return 0
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from eoctl.cli.context import AppContext
-from eoctl.cli.output import emit_json, example, stderr
+from eoctl.cli.output import emit_json, example, stderr_console
 
 app = typer.Typer(help="The Kafka connector and JDBC driver jars Spark needs.", no_args_is_help=True)
 
@@ -30,7 +30,7 @@ def list_jars(ctx: typer.Context) -> int:
         emit_json({"coordinates": coords}, schema="eoctl.jars/v1")
     else:
         for c in coords:
-            stderr.print(c)
+            stderr_console().print(c)
     return 0
 
 
@@ -44,5 +44,5 @@ def fetch(ctx: typer.Context, dest: Annotated[Path, typer.Argument(metavar="DEST
     if ctx.obj.json:
         emit_json({"dest": str(dest.resolve()), "jars": [j.name for j in jars]}, schema="eoctl.jars/v1")
     else:
-        stderr.print(f"{len(jars)} jars in {dest.resolve()}; set EOCTL_JARS_DIR={dest.resolve()}")
+        stderr_console().print(f"{len(jars)} jars in {dest.resolve()}; set EOCTL_JARS_DIR={dest.resolve()}")
     return 0

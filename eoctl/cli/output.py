@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from eoctl.secrets import mask_text, redact
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class MaskedStderr:
@@ -32,9 +34,29 @@ class MaskedStderr:
         return getattr(self._target(), name)
 
 
-stderr = Console(file=MaskedStderr(), highlight=False, soft_wrap=False)
-if not stderr.is_terminal:  # logs and CI: wide rows rather than 80-column wrapping
-    stderr.width = 160
+@functools.cache
+def stderr_console() -> Console:
+    """The Rich console on stderr (human text, tables, the spinner), made at its first use: a
+    command whose output is JSON, off a terminal, never imports Rich (15 ms of a command's start)."""
+    from rich.console import Console
+
+    console = Console(file=MaskedStderr(), highlight=False, soft_wrap=False)
+    if not console.is_terminal:  # logs and CI: wide rows rather than 80-column wrapping
+        console.width = 160
+    return console
+
+
+def stderr_is_terminal() -> bool:
+    """Whether stderr is a terminal, as Rich decides it (stderr_console().is_terminal), without
+    importing Rich where its answer can only be no: stderr is no TTY and neither of the variables
+    Rich reads to say otherwise (TTY_COMPATIBLE, FORCE_COLOR) is set."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a stream without a file, or closed
+        tty = False
+    if not tty and os.environ.get("TTY_COMPATIBLE") is None and os.environ.get("FORCE_COLOR") is None:
+        return False
+    return stderr_console().is_terminal
 
 
 def example(*commands: str) -> str:
@@ -98,15 +120,20 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str], None]]:
 
         return step
 
-    if stderr.is_terminal:
+    if stderr_is_terminal():
         if not enabled:
             yield phase(lambda _msg: None)
             return
-        with stderr.status("starting") as status:
+        with stderr_console().status("starting") as status:
             yield phase(status.update)
         return
     started = time.monotonic()
-    line = phase(lambda msg: stderr.print(f"eoctl: [{time.monotonic() - started:.1f}s] {msg}", markup=False,
-                                          highlight=False, soft_wrap=True))
+    masked = MaskedStderr()
+
+    def say(msg: str) -> None:
+        masked.write(f"eoctl: [{time.monotonic() - started:.1f}s] {msg}\n")
+        masked.flush()
+
+    line = phase(say)
     yield line
     line("done")

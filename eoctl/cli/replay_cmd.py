@@ -8,7 +8,7 @@ import typer
 
 from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import stderr, write_stdout
+from eoctl.cli.output import stderr_console, stderr_is_terminal, write_stdout
 from eoctl.errors import ExitCode
 
 
@@ -34,10 +34,10 @@ def replay_outbox(
         config.endpoint(name)
     options = ReplayOptions(stuck_after=parse_duration(stuck_after, "--stuck-after"), endpoints=endpoint,
                             entries=entry, max_entries=max_entries, rate=rate, execute=execute)
-    if app.output is OutputFormat.text and stderr.is_terminal:
+    if app.output is OutputFormat.text and stderr_is_terminal():
         from rich.progress import Progress
 
-        with Progress(console=stderr, transient=True) as bar:
+        with Progress(console=stderr_console(), transient=True) as bar:
             task = bar.add_task("replaying", total=None)
             result = replay(config, options, lambda done, total, what: bar.update(
                 task, completed=done, total=total, description=what))
@@ -46,7 +46,7 @@ def replay_outbox(
     if app.json:
         write_stdout(replay_json(result) + "\n")
     else:
-        render_replay(result, stderr)
+        render_replay(result, stderr_console())
     counts = result.counts()
     if counts.get("failed"):
         return int(ExitCode.RUNTIME)  # a broker or store failed: the next run retries

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl.cli.context import AppContext
-from eoctl.cli.output import emit_json, example, progress, stderr
+from eoctl.cli.output import emit_json, example, progress, stderr_console
 from eoctl.errors import UsageError
 
 app = typer.Typer(help="Read the configured topics and archives.", no_args_is_help=True)
@@ -65,5 +65,5 @@ def scan(
     if app_ctx.json:
         emit_json(summary.to_dict(), schema="eoctl.sources-scan/v1")
     else:
-        render_summary(summary, stderr)
+        render_summary(summary, stderr_console())
     return 0

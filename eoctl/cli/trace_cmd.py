@@ -8,7 +8,7 @@ import typer
 
 from eoctl.cli.audit_cmd import parse_duration, parse_time
 from eoctl.cli.context import AppContext
-from eoctl.cli.output import emit_json, progress, stderr
+from eoctl.cli.output import emit_json, progress, stderr_console
 from eoctl.errors import ExitCode, UsageError
 
 
@@ -64,7 +64,7 @@ def trace(
     else:
         from eoctl.report.trace import render_trace
 
-        render_trace(result, stderr)
+        render_trace(result, stderr_console())
     if result.worst_is_bad():
         return int(ExitCode.FINDINGS)
     return int(ExitCode.NOT_FOUND if result.nothing_found() else ExitCode.OK)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from eoctl.history import FindingsDiff, RecordedRun, RunSummary
 from eoctl.report.render import TOP_EVIDENCE, cell, print_rows
 
+if TYPE_CHECKING:  # Rich is imported by what renders: JSON output never needs it
+    from rich.console import Console
+
 
 def render_runs(runs: list[RunSummary], console: Console) -> None:
+    from rich.table import Table
+
     table = Table(title="recorded audit runs (newest first)", title_justify="left")
     for col in ("run", "started", "config", "endpoints", "findings by code"):
         table.add_column(col, no_wrap=col == "run")
@@ -31,6 +35,8 @@ def render_recorded(run: RecordedRun, console: Console) -> None:
 
 
 def render_diff(result: FindingsDiff, console: Console) -> None:
+    from rich.table import Table
+
     t = result.totals()
     console.print(f"[bold]findings diff[/] {result.run_a} -> {result.run_b}: [red]{t['new']} new[/], "
                   f"[green]{t['resolved']} resolved[/], {t['persisting']} persisting")

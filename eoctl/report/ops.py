@@ -6,13 +6,14 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-
 from eoctl.report.render import TOP_EVIDENCE, more_rows, print_rows
 from eoctl.secrets import redact
 
-if TYPE_CHECKING:  # the results' modules are the commands' own: a gc command never imports replay's
+# for the type hints only: the results' modules are the commands' own (a gc command never imports
+# replay's), and Rich is imported by what renders (JSON output never needs it)
+if TYPE_CHECKING:
+    from rich.console import Console
+
     from eoctl.ops.common import GcResult, RestoreResult
     from eoctl.ops.reconcile import ReconcileReport
     from eoctl.ops.replay import ReplayResult
@@ -30,6 +31,8 @@ _NOTE = {
 
 
 def render_reconcile(report: ReconcileReport, console: Console) -> None:
+    from rich.table import Table
+
     from eoctl.ops.reconcile import TOKEN_CLASSES
 
     console.print(f"[bold]eoctl reconcile-tokens[/] run {report.run['id']} "
@@ -72,6 +75,8 @@ def _rows(rows: list[dict[str, Any]], console: Console) -> None:
 
 def render_gc(result: GcResult, console: Console) -> None:
     """The same table for a plan and an execution; only the verb and the deleted column differ."""
+    from rich.table import Table
+
     what = "tokens" if result.command == "gc-tokens" else "blobs"
     mode = "executed" if result.executed else "plan only (nothing changed; add --execute)"
     console.print(f"[bold]eoctl {result.command}[/] run {result.run_id}: {mode}; grace {result.grace_seconds}s")
@@ -128,6 +133,8 @@ _STATUS = {"planned": "planned", "replayed": "[green]replayed[/]", "skipped": "[
 
 
 def render_replay(result: ReplayResult, console: Console) -> None:
+    from rich.table import Table
+
     mode = "executed" if result.executed else "plan only (nothing changed; add --execute)"
     console.print(f"[bold]eoctl replay-outbox[/] run {result.run_id}: {mode}")
     if not result.outcomes:
@@ -159,6 +166,8 @@ def _age(seconds: int) -> str:
 
 def render_abort(result: Any, console: Console) -> None:
     """eoctl.ops.abort_txn.AbortResult: the plan and the execution print the same table."""
+    from rich.table import Table
+
     mode = "executed" if result.executed else "plan only (nothing changed; add --execute)"
     console.print(f"[bold]eoctl abort-transaction[/] run {result.run_id}: {mode}; transaction timeout "
                   f"{result.transaction_timeout_seconds}s")

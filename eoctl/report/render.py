@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from eoctl.report.findings import AuditReport, Finding
 from eoctl.secrets import mask_text, redact
+
+if TYPE_CHECKING:  # Rich is imported by what renders: JSON output never needs it
+    from rich.console import Console
 
 _STYLE = {"info": "dim", "warning": "yellow", "error": "red", "critical": "bold red"}
 TOP_EVIDENCE = 5
@@ -48,6 +47,8 @@ def print_rows(rows: list[dict[str, Any]], console: Console, columns: list[str] 
 
 
 def render_text(report: AuditReport, console: Console) -> None:
+    from rich.table import Table
+
     scanned = ", ".join(f"{v} {k}" for k, v in report.scanned.items())
     console.print(f"[bold]eoctl audit[/] run {report.run.get('id')}: {scanned}; endpoints "
                   f"{', '.join(report.run.get('endpoints', []))}")
@@ -69,6 +70,8 @@ def render_text(report: AuditReport, console: Console) -> None:
 
 
 def _render_finding(f: Finding, console: Console) -> None:
+    from rich.text import Text
+
     sev = f.severity.label
     console.print(f"\n[{_STYLE[sev]}]{f.code} {sev}[/] {f.info.title}: [bold]{f.count}[/] in {f.endpoint} ({f.where})")
     print_rows(f.evidence[:TOP_EVIDENCE], console)

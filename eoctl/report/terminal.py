@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from eoctl.doctor import DoctorReport, Status
 from eoctl.sources.summary import InputSummary
+
+if TYPE_CHECKING:  # Rich is imported by what renders: JSON output never needs it
+    from rich.console import Console
 
 _STATUS_STYLE = {Status.OK: "[green]ok[/]", Status.WARN: "[yellow]warn[/]", Status.FAIL: "[bold red]FAIL[/]", Status.SKIP: "[yellow]skip[/]"}
 
 
 def render_doctor(report: DoctorReport, console: Console) -> None:
+    from rich.table import Table
+
     table = Table(title="eoctl doctor", title_justify="left", show_lines=False)
     table.add_column("component", style="bold", no_wrap=True)
     table.add_column("check")
@@ -30,6 +32,8 @@ def render_doctor(report: DoctorReport, console: Console) -> None:
 
 
 def render_summary(summary: InputSummary, console: Console) -> None:
+    from rich.table import Table
+
     iso = f", {summary.isolation}" if summary.isolation else ""
     table = Table(title=f"{summary.endpoint}: {summary.source}{iso}", title_justify="left")
     for col in ("topic", "partition", "records", "offsets", "committed", "in flight", "with headers", "message ids"):

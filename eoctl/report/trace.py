@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from eoctl.trace import MessageTrace, TraceResult
+
+if TYPE_CHECKING:  # Rich is imported by what renders: JSON output never needs it
+    from rich.console import Console
 
 _STYLE = {"processed once": "green", "in flight": "yellow", "never sent": "yellow"}
 
@@ -32,6 +33,8 @@ def render_trace(result: TraceResult, console: Console) -> None:
 
 
 def _message(m: MessageTrace, console: Console) -> None:
+    from rich.table import Table
+
     style = _STYLE.get(m.verdict.value, "bold red")
     console.print(f"\n[bold]message {m.message_id}[/]: [{style}]{m.verdict.value.upper()}[/]")
     for reason in m.reasons:

@@ -236,6 +236,21 @@ def test_the_plans_never_import_pyarrow(tmp_path: Path) -> None:
     assert not _imported_by("pyarrow", commands, chaos.config_path, tmp_path)
 
 
+@pytest.mark.integration
+def test_json_off_a_terminal_never_imports_richs_console(tmp_path: Path) -> None:
+    """Rich's console is 15 ms of a command's start: a command whose output is JSON and whose
+    stderr is no terminal (cron, a script) says its phases in plain lines and renders nothing.
+    (Ibis imports a few of Rich's modules for its own display; not the console.)"""
+    from tests.helpers.chaos import recorded_copy
+
+    chaos = recorded_copy(tmp_path)
+    message = chaos.ledger[0]["message_id"]
+    commands = [["audit", "--no-record", "--grace", "0s"], ["gc-tokens"], ["gc-blobs"], ["reconcile-tokens"],
+                ["replay-outbox"], ["trace", message]]
+    assert not _imported_by("rich.console", commands, chaos.config_path, tmp_path)
+    assert _imported_by("rich.console", [["--format", "text", "gc-tokens"]], chaos.config_path, tmp_path)
+
+
 def _imported_by(module: str, commands: list[list[str]], config: Path, tmp_path: Path) -> bool:
     """Whether `commands`, run one after another in one fresh interpreter, imported `module`."""
     code = _RUN_AND_SAY_IF_IMPORTED.format(commands=commands, config=str(config), module=module)
