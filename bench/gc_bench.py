@@ -10,6 +10,10 @@ sender's store; the message's committed copy was sent) and 3 days old (garbage).
 eoctl runs as a user runs it (a subprocess: Python driver plus Spark JVM, peak RSS over the tree).
 The SQL runs twice: in this process with DuckDB already imported (the query alone), and as a
 script from the command line (`--sql-only`: Python's start and `import duckdb` included, as for eoctl).
+`--runs N` runs each command N times, alternated, and shows medians and the DuckDB plan's ratio to
+the script (this 2-core machine's speed drifts by up to 50% between hours: compare in one run).
+
+    python bench/gc_bench.py --tokens 1000000 --work /tmp/gc-bench --engines duckdb --runs 9
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -159,6 +164,8 @@ def main() -> int:
     parser.add_argument("--jars", default=os.environ.get("EOCTL_JARS_DIR"))
     parser.add_argument("--engines", default="duckdb,spark")
     parser.add_argument("--sql-only", action="store_true", help="run only the SQL on --work's state; print its counts")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="runs of each command, alternated; medians shown (a noisy machine: 9 or more)")
     args = parser.parse_args()
     if args.sql_only:
         print(json.dumps(run_duckdb(args.work)[1]))
@@ -171,30 +178,45 @@ def main() -> int:
                 "young": truth["young"], "referenced": 0}
 
     env = {**os.environ, **({"EOCTL_JARS_DIR": args.jars} if args.jars else {})}
-    rows = []
-    for engine in args.engines.split(","):
-        cmd = [sys.executable, "-m", "eoctl", "--config", str(args.work / "eoctl.toml"), "--engine", engine,
-               "--format", "json", "gc-tokens", "--max-deletes", str(args.tokens)]
-        e_time, e_rss, code, stdout, stderr = run_measured(cmd, env, REPO)
-        if code != 0:
-            raise RuntimeError(f"eoctl gc-tokens failed ({code}): {stderr[-2000:]}")
-        plan = json.loads(stdout)
-        e_ok = (plan["garbage"], plan["planned"]) == (expected["garbage"], expected["garbage"])
-        rows.append((f"eoctl --engine {engine} gc-tokens plan", e_time, e_rss, e_ok))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--sql-only", "--work", str(args.work)]
-    s_time, s_rss, code, stdout, stderr = run_measured(cmd, env, REPO)
-    if code != 0:
-        raise RuntimeError(f"the SQL script failed ({code}): {stderr[-2000:]}")
-    rows.append(("DuckDB SQL as a script (command line)", s_time, s_rss, json.loads(stdout) == expected))
+    commands = {f"eoctl --engine {engine} gc-tokens plan":
+                [sys.executable, "-m", "eoctl", "--config", str(args.work / "eoctl.toml"), "--engine", engine,
+                 "--format", "json", "gc-tokens", "--max-deletes", str(args.tokens)]
+                for engine in args.engines.split(",")}
+    script = "DuckDB SQL as a script (command line)"
+    commands[script] = [sys.executable, str(Path(__file__).resolve()), "--sql-only", "--work", str(args.work)]
+    runs: dict[str, list[tuple[float, int, bool]]] = {name: [] for name in commands}
+    for _ in range(args.runs):  # alternated: a machine's speed drifts between runs
+        for name, cmd in commands.items():
+            wall, rss, code, stdout, stderr = run_measured(cmd, env, REPO)
+            if code != 0:
+                raise RuntimeError(f"{name} failed ({code}): {stderr[-2000:]}")
+            if name == script:
+                ok = json.loads(stdout) == expected
+            else:
+                plan = json.loads(stdout)
+                ok = (plan["garbage"], plan["planned"]) == (expected["garbage"], expected["garbage"])
+            runs[name].append((wall, rss, ok))
+    rows = [(name, statistics.median(w for w, _, _ in r), max(m for _, m, _ in r), all(ok for *_, ok in r))
+            for name, r in runs.items()]
     d_time, d_counts = run_duckdb(args.work)
     import resource
 
     d_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     rows.append(("DuckDB SQL in this process (query only)", d_time, d_rss, d_counts == expected))
-    print(f"\n{args.tokens:,} tokens, {os.cpu_count()} cores")
+    print(f"\n{args.tokens:,} tokens, {os.cpu_count()} cores, " + ("1 run" if args.runs == 1 else
+          f"medians of {args.runs} alternated runs") + " (peak RSS: the highest)")
     print(f"{'contender':44} {'wall s':>8} {'peak RSS MiB':>13} {'matches truth':>14}")
     for name, wall, rss, ok in rows:
-        print(f"{name:44} {wall:8.1f} {rss / 2**20:13.0f} {str(ok):>14}")
+        print(f"{name:44} {wall:8.2f} {rss / 2**20:13.0f} {str(ok):>14}")
+    if args.runs > 1:
+        print("\nevery run's wall s, in order:")
+        for name, r in runs.items():
+            print(f"  {name:44} {' '.join(f'{w:.2f}' for w, _, _ in r)}")
+    duckdb_plan = "eoctl --engine duckdb gc-tokens plan"
+    if duckdb_plan in runs:
+        ratios = [e[0] / s[0] for e, s in zip(runs[duckdb_plan], runs[script])]
+        print(f"\nthe DuckDB plan against the script: {statistics.median(ratios):.2f}x (median of "
+              f"{len(ratios)} alternated pairs' ratios)")
     return 0 if all(ok for *_, ok in rows) else 1
 
 if __name__ == "__main__":
