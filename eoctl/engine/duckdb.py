@@ -119,17 +119,29 @@ def visible_files(fs, root: str) -> list[tuple[str, dict]]:
     return out
 
 
+def list_archives(config, endpoints: list[str]) -> dict[str, list[str]]:
+    """The files of every topic archive `endpoints` read, by path (archive_files): listed apart
+    from the reading, so that a run lists them (fsspec's import, a walk of each folder) while its
+    stores are copied."""
+    listed: dict[str, list[str]] = {}
+    for name in endpoints:
+        source = config.endpoint(name).input
+        if source is not None and not source.kafka and source.archive not in listed:
+            listed[source.archive] = archive_files(source.archive, source.archive_format)
+    return listed
+
+
 def read_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, fmt: str,
-                 topics: list[str] | None = None) -> None:
+                 topics: list[str] | None = None, files: list[str] | None = None) -> None:
     """Make `view` the records of the archive at `path` in the normalized record schema; only
     `topics` when given. A JSON archive's lines that are not records are the view `{view}_bad`
-    (undecodable_lines)."""
+    (undecodable_lines). `files`: the archive's files, listed already (list_archives)."""
     if fmt == "json":
-        _read_json_archive(con, view, path, topics)
+        _read_json_archive(con, view, path, topics, files)
         return
     if fmt != "parquet":
         raise SourceError(f"the DuckDB engine reads Parquet and JSON topic archives; {path} is {fmt}")
-    files = archive_files(path, fmt)
+    files = archive_files(path, fmt) if files is None else files
     listed = ", ".join(f"'{_sql_text(f)}'" for f in files)
     columns = _parquet_columns(con, listed)
     missing = [c for c in RECORD_SQL_TYPES if c not in columns]
@@ -170,14 +182,15 @@ def _field_decodes(json: str, path: str, kind: str) -> str:
     return f"(({absent}) OR ({ok}))"
 
 
-def _read_json_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, topics: list[str] | None) -> None:
+def _read_json_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, topics: list[str] | None,
+                       files: list[str] | None = None) -> None:
     """A JSON-lines archive read line by line, so that a line that is not a record is named by
     file and 1-based line (blank lines counted) instead of being skipped in silence: `{view}` holds
     the lines that decode as records with a place in the log (topic, partition, offset),
     `{view}_bad` the others (file, line, problem, text: the first 200 characters). Both come from
     one parse of the lines, so they always agree. Each file is read whole (read_text): a JSON
     archive's files are as large as the writer's rolling makes them."""
-    files = archive_files(path, "json")
+    files = archive_files(path, "json") if files is None else files
     listed = ", ".join(repr_sql(f) for f in files)
     place = ("topic", "partition", "offset")
     j = "text"
@@ -278,15 +291,16 @@ def working_copy_sql() -> str:
 
 
 def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[str] | None = None,
-                       options=None, keep: bool = True, index=None,
-                       endpoint_ranges: dict | None = None) -> dict[str, dict[str, dict[int, int]]]:
+                       options=None, keep: bool = True, index=None, endpoint_ranges: dict | None = None,
+                       listed: dict[str, list[str]] | None = None) -> dict[str, dict[str, dict[int, int]]]:
     """The audit's working copy of every audited input, as `records` (eoctl.expr.records): read
     once, kept in the run's database (spilling to disk past `memory_limit`); with `keep` false a
     view (one query reads it: only its columns are decoded). `options` (AuditOptions): only its
     ranges, and records at or after `since` and before `until`. `index`
     (eoctl.engine.duckdb_index.IndexRun): the record index this run continues from or keeps;
     `endpoint_ranges`: endpoint -> the offset ranges of its live input to read (trace's slice of a
-    time span; [] reads nothing). Returns the committed offsets it was taken against (endpoint -> topic -> partition)."""
+    time span; [] reads nothing); `listed`: the archives' files, listed already (list_archives).
+    Returns the committed offsets it was taken against (endpoint -> topic -> partition)."""
     from eoctl.expr.records import HEADERS
     from eoctl.sources import input_committed_offsets
 
@@ -318,7 +332,8 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
             kafka_starts += [{"ep": name, "topic": p.topic, "partition": p.partition, "log_start": p.log_start}
                              for p in partition_offsets(conn, ep.input.topics)]
         else:
-            read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics)
+            read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics,
+                         (listed or {}).get(ep.input.archive))
             archived.append(name)
             if ep.input.archive_format == "json":
                 bad.append(f"SELECT {repr_sql(name)} AS ep, * FROM {_ident(f'raw_{name}_bad')}")

@@ -21,6 +21,7 @@ from eoctl.engine.duckdb import (
     build_working_copy,
     connect,
     flat_table,
+    list_archives,
     repr_sql,
     sql_utc_wall_time,
     visible_files,
@@ -40,18 +41,20 @@ if TYPE_CHECKING:
 
 def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOptions, step: Callable[[str], None],
                 *, sinks: bool = True, blobs: bool = False, hashed: bool = False, layout=None,
-                keep_records: bool = True, index=None, copies: dict[tuple[str, str], str] | None = None) -> Scope:
+                keep_records: bool = True, index=None, copies: dict[tuple[str, str], str] | None = None,
+                listed: dict[str, list[str]] | None = None) -> Scope:
     """Make the tables of eoctl.expr.inputs views of `con`: the records of every audited input,
     the store tables, and (when asked) sinks and blob listings (with the content's sha256 when
     `hashed`); the scope that describes them. `layout`: the run's StoreLayout, when it has one;
     `keep_records`: computed once into the run's database (many checks read them), else a view;
     `index` (eoctl.engine.duckdb_index.IndexRun): the record index the audit continues or keeps;
-    `copies`: the store tables copied already (copy_stores_ahead), by _snapshot's key."""
+    `copies`: the store tables copied already (copy_stores_ahead), by _snapshot's key; `listed`:
+    the topic archives' files, listed already (list_archives)."""
     from eoctl.stores.layout import StoreLayout
 
     scope = _scope(config, options)
     step("reading the records of every input")
-    build_working_copy(con, config, list(scope.endpoints), options, keep=keep_records, index=index)
+    build_working_copy(con, config, list(scope.endpoints), options, keep=keep_records, index=index, listed=listed)
     scope.layout = layout or StoreLayout(config)
     step("reading the store tables")
     copies = {} if copies is None else copies
@@ -84,14 +87,15 @@ class DuckDBRun:
             layout = layout or StoreLayout(config)
             self._start(lambda stopping: copy_stores_ahead(self.con, config, endpoints, copies, stopping, layout))
             # while the stores are copied: Ibis's import (0.2 s, when the flow has not needed it
-            # yet) and the working copy's compile
+            # yet), the working copy's compile, and the topic archives listed (a local one: 0.01 s)
             from eoctl.expr import Dialect
 
             self.dialect = Dialect.duckdb
             working_copy_sql()
+            listed = list_archives(config, endpoints)
             self.scope = open_inputs(self._settled(), config, options, step, sinks=sinks, blobs=blobs,
                                      hashed=hashed, layout=layout, index=index, keep_records=keep_records,
-                                     copies=copies)
+                                     copies=copies, listed=listed)
         except BaseException:
             self.release()
             raise

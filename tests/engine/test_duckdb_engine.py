@@ -54,6 +54,47 @@ def test_archive_files_are_listed_as_spark_lists_them(tmp_path: Path) -> None:
 
 
 @pytest.mark.unit
+def test_a_run_lists_ahead_each_archive_its_endpoints_read_once(tmp_path: Path) -> None:
+    """list_archives, which a run calls while its stores are copied: every archive the selected
+    endpoints read (one shared by two endpoints once), as archive_files lists it; no live topic."""
+    from eoctl.config import load_config
+    from eoctl.engine.duckdb import list_archives
+    from tests.helpers.configs import write_config
+
+    for name in ("p/part-0.parquet", "p/_SUCCESS", "j/part-0.json", "j/part-1.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    config = load_config(write_config(tmp_path, """
+        [kafka.k]
+        bootstrap_servers = "localhost:1"
+        [endpoints.a.input]
+        topics = ["t"]
+        archive = "p"
+        [endpoints.b.input]
+        topics = ["u"]
+        archive = "p"
+        [endpoints.c.input]
+        topics = ["v"]
+        archive = "j"
+        archive_format = "json"
+        [endpoints.d.input]
+        topics = ["w"]
+        kafka = "k"
+        group = "d"
+        [endpoints.e]
+        """))
+    p, j = config.endpoints["a"].input.archive, config.endpoints["c"].input.archive
+    assert list_archives(config, list(config.endpoints)) == {p: archive_files(p, "parquet"),
+                                                             j: archive_files(j, "json")}
+    assert [Path(f).name for f in list_archives(config, ["c"])[j]] == ["part-0.json", "part-1.json"]
+    assert list_archives(config, ["d", "e"]) == {}
+    (tmp_path / "j" / "part-0.json").unlink()
+    (tmp_path / "j" / "part-1.json").unlink()
+    with pytest.raises(SourceError, match="holds no json files"):
+        list_archives(config, ["c"])
+
+
+@pytest.mark.unit
 def test_a_blob_listing_names_blobs_relative_to_the_prefix_with_size_time_and_hash(tmp_path: Path) -> None:
     import datetime as dt
     import hashlib
