@@ -72,9 +72,10 @@ def run_audit(
                                                       sum(row[4] for row in stats), config, keep)
         if records.base is not None:
             report.run["scan"]["continued"] = []  # every check runs over every record: no state to continue
-        report.notes = engine.scope.layout.notes(list(endpoints))
+        report.notes = engine.scope.layout.notes(engine.scope.selected, engine.scope.misnamed)
+        report.misnamed = [m.to_dict() for m in engine.scope.misnamed]
         evaluate_checks(report, engine, codes, step)
-        if index_path:
+        if index_path and not engine.scope.misnamed:  # a run that judged less is never continued
             step("keeping the record index for the next --since-last run")
             report.index = incremental.keep(spark, config, run_id, index_path, records, stats)
     finally:

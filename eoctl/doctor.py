@@ -67,6 +67,8 @@ class _Doctor:
         self.spark: SparkSession | None = None
         self.duck = None  # the DuckDB engine's connection, when it is the configured engine
         self.kafka_ok: dict[str, bool] = {}
+        # StoreLayout.misnamed() of the whole configuration, looked up at the first table row
+        self._misnamed_tables: list[Any] | EoctlError | None = None
 
     def add(self, component: str, check: str, status: Status, detail: str, fix: str = "") -> bool:
         self.report.results.append(CheckResult(component, check, status, detail, fix))
@@ -242,7 +244,7 @@ class _Doctor:
                 with connect(store) as conn:
                     self.add(component, "reachable", Status.OK, describe(store))
                     for table, kind, columns, owner, users in expected.get(name, []):
-                        self._table(component, conn, store, table, kind, columns, owner, users)
+                        self._table(component, conn, name, store, table, kind, columns, owner, users)
             except EoctlError as exc:
                 fix = "check the path" if isinstance(store, DuckDBStore) else "check host, port, credentials and that the server runs"
                 self.add(component, "reachable", Status.FAIL, exc.one_line(), fix)
@@ -263,7 +265,7 @@ class _Doctor:
                     self.attempt(component, "Spark reads it through JDBC", lambda store=store, table=table: self._read(store, table),
                                  "make the JDBC driver available: engine.jars_dir or Maven access")
 
-    def _table(self, component: str, conn, store, table: str, kind: str, columns: dict[str, str], owner: str,
+    def _table(self, component: str, conn, store_name: str, store, table: str, kind: str, columns: dict[str, str], owner: str,
                users: list[str]) -> None:
         """One endpoint table: it exists (intents may not: a warning), has its columns, and the rows
         of endpoints sharing it can be told apart by its owner column (eoctl.stores.layout)."""
@@ -289,6 +291,8 @@ class _Doctor:
                      f"add the column, or map it in {owner}.columns")
             return
         if owner_column in found:
+            if self._misnamed(component, check, store_name, table, kind):
+                return
             shared = f"; shared by {', '.join(users)}, each reads the rows its name is in" if len(users) > 1 else ""
             self.add(component, check, Status.OK, f"{len(columns)} expected columns present{shared}")
         elif len(users) > 1:
@@ -301,6 +305,35 @@ class _Doctor:
             self.add(component, check, Status.WARN,
                      f"table {table} has no column {owner_column}: every row is taken as {users[0]}'s",
                      f"right if the table is {users[0]}'s alone; if it is shared, map {owner}.columns.{OWNER[kind]}")
+
+    def _misnamed(self, component: str, check: str, store_name: str, table: str, kind: str) -> bool:
+        """Fail the row when the table holds rows under other names but none under the name of an
+        endpoint that reads it (eoctl.stores.layout.StoreLayout.misnamed, the rule every command
+        refuses by): a name that differs between the configuration and the store. True when it
+        failed."""
+        from eoctl.inert import inert
+        from eoctl.stores.layout import StoreLayout
+
+        if self._misnamed_tables is None:
+            try:
+                self._misnamed_tables = StoreLayout(self.config).misnamed()
+            except EoctlError as exc:
+                self._misnamed_tables = exc
+        if isinstance(self._misnamed_tables, EoctlError):
+            self.add(component, check, Status.FAIL, self._misnamed_tables.one_line(),
+                     "check the table and the user's rights on it")
+            return True
+        mine = [m for m in self._misnamed_tables if (m.store, m.table, m.kind) == (store_name, table, kind)]
+        if not mine:
+            return False
+        shown = ", ".join(f"'{inert(n)}' ({c:,} row{'s' if c != 1 else ''})" for n, c in mine[0].found)
+        looked = ", ".join(f"'{inert(m.name)}'" for m in mine)
+        self.add(component, check, Status.FAIL,
+                 f"no row of {table} has {mine[0].column} {looked}, but rows have {shown}: "
+                 f"{', '.join(m.endpoint for m in mine)} would read as empty, so audit, reconcile, gc and trace "
+                 "refuse to judge it",
+                 f"set {' / '.join(m.key for m in mine)} to the name its rows carry (or rename the endpoint)")
+        return True
 
     def _read(self, store, table: str) -> str:
         from eoctl.sources.tables import duckdb_snapshot, postgres_snapshot, read_store_table

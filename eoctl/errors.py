@@ -20,6 +20,10 @@ class ExitCode(IntEnum):
     #: trace: an id matched nothing on the topics read, in the stores or the sinks (a typo, or
     #: outside the span read); a verdict to act on on another id still exits 1
     NOT_FOUND = 5
+    #: the configuration and the data disagree (an endpoint's tables hold rows under other names
+    #: only): that endpoint was not judged, nothing was changed; the output names the names found
+    #: and the key to set. A configuration problem, never a finding
+    MISCONFIGURED = 6
     #: stopped by SIGINT (Ctrl-C): nothing half-written; a changing command's next run finishes it
     INTERRUPTED = 130
     #: stopped by SIGTERM, the same way
@@ -50,6 +54,12 @@ class UsageError(EoctlError):
     """The command line asks for something that cannot be done as asked."""
 
     exit_code = ExitCode.USAGE
+
+
+class Misconfigured(EoctlError):
+    """The configuration and the data disagree: a command that changes things refuses to run."""
+
+    exit_code = ExitCode.MISCONFIGURED
 
 
 class SourceError(EoctlError):

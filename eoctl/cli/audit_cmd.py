@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import progress, stderr_console, write_stdout
+from eoctl.cli.output import misnamed_exit, progress, stderr_console, write_stdout
 from eoctl.errors import EoctlError, ExitCode, UsageError
 from eoctl.report.findings import Severity
 
@@ -99,14 +99,19 @@ def audit(
     if reason:
         stderr_console().print(f"eoctl: {reason}")
 
-    if record:
+    fmt = app.format_for(output)  # `--output r.json` is JSON unless --format says otherwise
+    # a configuration problem is said on stderr whatever the format (text there shows it as a note)
+    misnamed = misnamed_exit(report.misnamed, said=fmt is OutputFormat.text and output is None)
+    if record and report.misnamed:
+        stderr_console().print("eoctl: the run was not recorded in the findings history: it did not judge every "
+                               "endpoint (fix the configuration, then audit again)")
+    elif record:
         try:
             from eoctl.incremental import record as record_run
 
             record_run(None if on_duckdb else spark, config, report)
         except EoctlError as exc:  # the audit itself succeeded: say so, and why it was not recorded
             stderr_console().print(f"eoctl: warning: the run was not recorded in the findings history: {exc.one_line()}")
-    fmt = app.format_for(output)  # `--output r.json` is JSON unless --format says otherwise
     if fmt is OutputFormat.json:
         text = render_json(report)
     elif fmt is OutputFormat.markdown:
@@ -130,5 +135,7 @@ def audit(
         write_stdout(text)
     else:
         render_text(report, stderr_console())
+    if misnamed is not None:
+        return misnamed
     worst = report.worst()
     return int(ExitCode.FINDINGS if worst is not None and worst >= threshold else ExitCode.OK)

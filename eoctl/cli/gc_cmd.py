@@ -9,7 +9,7 @@ import typer
 
 from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import emit_json, progress, stderr_console, write_stdout
+from eoctl.cli.output import emit_json, misnamed_exit, progress, stderr_console, write_stdout
 
 Endpoints = Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="only these endpoints' tokens or blobs; repeatable")]
 Grace = Annotated[str, typer.Option(metavar="DURATION", help="never touch anything younger than this")]
@@ -53,7 +53,7 @@ def reconcile_tokens(
         emit_json(reconcile_json(report))
     else:
         render_reconcile(report, stderr_console())
-    return 0
+    return misnamed_exit(report.misnamed, said=not app.json) or 0
 
 
 def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes: int, batch_size: int,
@@ -99,7 +99,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
         write_stdout(gc_json(result) + "\n")
     else:
         render_gc(result, stderr_console())
-    return 0
+    return misnamed_exit(result.misnamed, said=not app.json) or 0
 
 
 _EXECUTE = typer.Option("--execute/--dry-run", help="change things; --dry-run (the default) prints the plan only")

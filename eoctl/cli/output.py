@@ -59,6 +59,20 @@ def stderr_is_terminal() -> bool:
     return stderr_console().is_terminal
 
 
+def misnamed_exit(problems: list[dict[str, Any]], said: bool) -> int | None:
+    """ExitCode.MISCONFIGURED when a run found endpoint tables that never carry the endpoint's name
+    (eoctl.stores.layout.Misnamed, as dicts), each said on stderr unless the text output `said`
+    them as notes already; None when there were none."""
+    from eoctl.errors import ExitCode
+
+    if not problems:
+        return None
+    if not said:
+        for problem in problems:
+            stderr_console().print(f"eoctl: {problem['note']}", markup=False, highlight=False, soft_wrap=True)
+    return int(ExitCode.MISCONFIGURED)
+
+
 def example(*commands: str) -> str:
     """A help epilog of example lines, never rewrapped (`\b`): each can be pasted whole, and a test
     runs each from the repository's root against the samples."""

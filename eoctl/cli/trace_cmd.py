@@ -8,7 +8,7 @@ import typer
 
 from eoctl.cli.audit_cmd import parse_duration, parse_time
 from eoctl.cli.context import AppContext
-from eoctl.cli.output import emit_json, progress, stderr_console
+from eoctl.cli.output import emit_json, misnamed_exit, progress, stderr_console
 from eoctl.errors import ExitCode, UsageError
 
 
@@ -65,6 +65,9 @@ def trace(
         from eoctl.report.trace import render_trace
 
         render_trace(result, stderr_console())
+    misnamed = misnamed_exit(result.misnamed, said=not app.json)
+    if misnamed is not None:
+        return misnamed
     if result.worst_is_bad():
         return int(ExitCode.FINDINGS)
     return int(ExitCode.NOT_FOUND if result.nothing_found() else ExitCode.OK)

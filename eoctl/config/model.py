@@ -316,8 +316,9 @@ class EndpointConfig(Strict):
     store: str | None = Field(None, description="store holding this endpoint's tokens, outbox, intents")
     name_in_store: str | None = Field(
         None, min_length=1,
-        description="the endpoint's name in shared tables (outbox and intents `endpoint`, tokens `destination`) "
-                    "where it differs from the name of this entry")
+        description="the endpoint's name in the pipeline where it differs from the name of this entry: in "
+                    "shared tables (outbox and intents `endpoint`, tokens `destination`) and in its messages' "
+                    "eo-producer header")
     input: TopicInput | None = None
     tokens: TokensTable = TokensTable()
     outbox: OutboxTable = OutboxTable()
@@ -418,6 +419,11 @@ class Config(Strict):
         from eoctl.errors import UsageError
 
         raise UsageError("no store for the lease and run log: set ops.store or an endpoint's store")
+
+    def producing(self, producer: str | None) -> str | None:
+        """The endpoint whose messages carry `producer` in their eo-producer header: the one whose
+        name in the pipeline (name_in_store, default its own) it is."""
+        return next((n for n, ep in self.endpoints.items() if (ep.name_in_store or n) == producer), None)
 
     def endpoint(self, name: str) -> EndpointConfig:
         try:

@@ -59,6 +59,7 @@ def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOp
     step("reading the store tables")
     copies = {} if copies is None else copies
     scope.tables = load_store_tables(con, scope.layout, list(scope.endpoints), copies)
+    scope.refuse_misnamed()
     for name, ep in scope.endpoints.items():
         for sink in ep.sinks if sinks else ():
             scope.sink_schemas[(name, sink.name)] = read_sink(con, config, sink, scope.sink_view(name, sink), copies)
@@ -192,11 +193,12 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict
                                                       config, bool(index.partial))
         if index.base is not None:
             report.run["scan"]["continued"] = []  # every check runs over every record: no state to continue
-        report.notes = scope.layout.notes(list(scope.endpoints))
+        report.notes = scope.layout.notes(scope.selected, scope.misnamed)
+        report.misnamed = [m.to_dict() for m in scope.misnamed]
         if "EO601" in codes:
             load_transactions(con, scope)
         evaluate_checks(report, engine, codes, step)
-        if index.partial is not None:
+        if index.partial is not None and not scope.misnamed:  # a run that judged less is never continued
             step("keeping the record index for the next --since-last run")
             report.index = duckdb_index.keep(con, config, run["id"], index, scope.endpoints, run["started_at"], stats)
     finally:

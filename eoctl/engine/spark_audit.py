@@ -205,6 +205,7 @@ def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str],
     records.commits_frame().createOrReplaceTempView("commits")
     step("reading the store tables")
     scope.tables = _store_views(stores, list(records.endpoints))
+    scope.refuse_misnamed()
     if sinks:  # lazy: read only by the checks that look at sinks (EO202, EO5xx)
         _sink_views(stores, records.endpoints, scope)
     if blobs:

@@ -36,7 +36,8 @@ def relative_name(uri: ir.StringValue, prefix: str) -> ir.StringValue:
 def _references(scope: Scope, records: ir.Table, name: str, dialect: Dialect) -> ir.Table:
     """Blob references in records sent by this endpoint: name, expected sha256, the record."""
     prefix = prefix_path(scope.endpoints[name].blobs or "")
-    r = records.filter(records.problem.isnull() & (records.producer == name) & records.blobs.notnull())
+    r = records.filter(records.problem.isnull() & (scope.as_endpoint(records.producer) == name)
+                       & records.blobs.notnull())
     refs = r.select("topic", "partition", "offset", "message_id", b=blob_refs(r.blobs, dialect).unnest())
     # distinct: a record two endpoints read is in the working copy once per reader
     return refs.select("topic", "partition", "offset", "message_id", name=relative_name(refs.b.uri, prefix),
@@ -55,7 +56,8 @@ def orphan_blobs(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[
         prefix = prefix_path(scope.endpoints[name].blobs or "")
         listing = scope.blobs(name)
         # valid records of this producer, or of no producer (they might be its), as gc-blobs reads them
-        r = records.filter(records.problem.isnull() & ((records.producer == name) | records.producer.isnull())
+        r = records.filter(records.problem.isnull() & ((scope.as_endpoint(records.producer) == name)
+                                                        | records.producer.isnull())
                            & records.blobs.notnull())
         sent = r.select(b=blob_refs(r.blobs, dialect).unnest())
         published = sent.select(name=relative_name(sent.b.uri, prefix))

@@ -75,14 +75,47 @@ class Scope:
     sink_schemas: dict[tuple[str, str], ibis.Schema] = field(default_factory=dict)
     #: which rows of each store table are whose (eoctl.stores.layout.StoreLayout), once looked up
     layout: Any = None
+    #: tables whose owner column holds other names but never the endpoint's (StoreLayout.misnamed):
+    #: their endpoints are not judged by any check (a configuration problem, not a finding); a
+    #: misnamed outbox leaves no endpoint judged (eoctl.stores.layout.refused)
+    misnamed: list[Any] = field(default_factory=list)
+
+    @property
+    def selected(self) -> list[str]:
+        """The endpoints the run reads (--endpoint, default all), judged or not: views are named
+        by their place in it."""
+        return self.options.endpoints or list(self.config.endpoints)
 
     @property
     def endpoints(self) -> dict[str, EndpointConfig]:
-        names = self.options.endpoints or list(self.config.endpoints)
-        return {n: self.config.endpoint(n) for n in names}
+        """The endpoints the checks judge: the selected ones, but those with a misnamed table."""
+        from eoctl.stores.layout import refused as refused_endpoints
+
+        refused = refused_endpoints(self.misnamed, self.selected) if self.misnamed else set()
+        return {n: self.config.endpoint(n) for n in self.selected if n not in refused}
+
+    def refuse_misnamed(self) -> None:
+        """Look up (once the layout is) which selected endpoints' tables are misnamed."""
+        self.misnamed = self.layout.misnamed(self.selected)
+
+    def _pipeline_names(self) -> dict[str, str]:
+        """eoctl's endpoint name -> its name in the pipeline (`name_in_store`), where they differ."""
+        return {n: ep.name_in_store for n, ep in self.config.endpoints.items()
+                if ep.name_in_store and ep.name_in_store != n}
+
+    def as_producer(self, endpoint: ir.StringValue) -> ir.StringValue:
+        """A column of eoctl's endpoint names as the names the pipeline gives them: what the
+        `eo-producer` header of their messages carries (as their rows in shared tables do)."""
+        names = self._pipeline_names()
+        return endpoint.substitute(names) if names else endpoint
+
+    def as_endpoint(self, producer: ir.StringValue) -> ir.StringValue:
+        """A column of `eo-producer` values as eoctl's endpoint names (the inverse of as_producer)."""
+        names = {v: k for k, v in self._pipeline_names().items()}
+        return producer.substitute(names) if names else producer
 
     def has(self, endpoint: str, kind: str) -> bool:
-        return (endpoint, kind) in self.tables
+        return (endpoint, kind) in self.tables and endpoint in self.endpoints
 
     def has_any(self, kind: str) -> bool:
         return any(k == kind for _, k in self.tables)
@@ -92,14 +125,14 @@ class Scope:
         return ibis.timestamp((self.options.now - delta).astimezone(dt.timezone.utc).replace(tzinfo=None))
 
     def sink_view(self, endpoint: str, sink: SinkConfig) -> str:
-        sinks = [(n, s.name) for n, ep in self.endpoints.items() for s in ep.sinks]
+        sinks = [(n, s.name) for n in self.selected for s in self.config.endpoint(n).sinks]
         return f"sink_{sinks.index((endpoint, sink.name))}"
 
     def sink(self, endpoint: str, sink: SinkConfig) -> ir.Table:
         return ibis.table(self.sink_schemas[(endpoint, sink.name)], name=self.sink_view(endpoint, sink))
 
     def blob_view(self, endpoint: str) -> str:
-        return f"blobs_{list(self.endpoints).index(endpoint)}"
+        return f"blobs_{self.selected.index(endpoint)}"
 
     def blobs(self, endpoint: str) -> ir.Table:
         return ibis.table(ibis.schema(BLOB_LISTING_SCHEMA), name=self.blob_view(endpoint))

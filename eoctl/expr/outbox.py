@@ -88,7 +88,7 @@ def ghost_messages(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterato
     # a pending entry names its committed attempt whatever its outgoing text holds (none, unreadable)
     outbox = store_table("outbox")
     entries = outbox.filter(outbox.attempt_id.notnull()).select(
-        producer=outbox.ep, causation_id=outbox.incoming_message_id, pending_attempt=outbox.attempt_id).distinct()
+        producer=scope.as_producer(outbox.ep), causation_id=outbox.incoming_message_id, pending_attempt=outbox.attempt_id).distinct()
     joined = counted.left_join(entries, key).select(
         *attempt, "first_sent", "t", "p", "o", "pending_attempt", "attempts")
     # an attempt alone is a ghost only when the entry names another (which has not sent yet); the

@@ -37,7 +37,7 @@ def _with_outcomes(scope: Scope, records: ir.Table, intents: ir.Table) -> ir.Tab
     attempt (a committed entry, or a record it caused)."""
     keys = intents.select("sender", "incoming_message_id").distinct()
     sent = records.filter(records.producer.notnull() & records.causation_id.notnull()).select(
-        sender=records.producer, incoming_message_id=records.causation_id)
+        sender=scope.as_endpoint(records.producer), incoming_message_id=records.causation_id)
     # only the intents' messages, then distinct: most records answer no intent
     sent = sent.semi_join(keys, ["sender", "incoming_message_id"]).distinct().mutate(sent=ibis.literal(True))
     known = keys.left_join(sent, ["sender", "incoming_message_id"]).drop("sender_right", "incoming_message_id_right")
@@ -228,7 +228,8 @@ def _blob_listing(scope: Scope, records: ir.Table, dialect: Dialect, name: str) 
     prefix = prefix_path(scope.config.endpoints[name].blobs or "")
     files = scope.blobs(name).select("name", "size", "modified")
     # records of this producer, or of no readable producer (they might be its): every copy counts
-    mine = records.filter(((records.producer == name) | records.producer.isnull()) & records.blobs.notnull())
+    mine = records.filter(((scope.as_endpoint(records.producer) == name) | records.producer.isnull())
+                          & records.blobs.notnull())
     mine = mine.mutate(_refs=blob_refs(mine.blobs, dialect))
     # unnested first, the field taken in a select of its own: Spark cannot take a field of explode()
     published = mine.filter(mine._refs.notnull()).select(ref=mine._refs.unnest())

@@ -61,6 +61,8 @@ class GcResult:
     purged: int = 0  # journal rows / quarantined blobs past --retention removed for good
     duration_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # what the plan could not use (no intents table)
+    #: endpoint tables whose owner column never holds the endpoint's name: not collected from
+    misnamed: list[dict[str, Any]] = field(default_factory=list)
 
     def totals(self) -> dict[str, int]:
         keys = ("garbage", "planned", "deleted", "skipped_young", "skipped_over_limit", "skipped_changed")
@@ -71,7 +73,7 @@ class GcResult:
         return {"command": self.command, "run_id": self.run_id, "executed": self.executed,
                 "grace_seconds": self.grace_seconds, **self.totals(), "purged": self.purged,
                 "finished_leftovers": self.finished_leftovers, "duration_seconds": round(self.duration_seconds, 3),
-                "notes": self.notes, "endpoints": [asdict(t) for t in self.tallies]}
+                "notes": self.notes, "misnamed": self.misnamed, "endpoints": [asdict(t) for t in self.tallies]}
 
 
 @dataclass
@@ -146,8 +148,11 @@ class GarbagePlan:
             from eoctl.expr.records import records_table
 
             scope, dialect = self.engine.scope, self.engine.dialect
-            names = sorted(n for n in selected(config, options.endpoints)
-                           if (scope.has(n, "tokens") if kind.what == "tokens" else config.endpoints[n].blobs))
+            # a misnamed endpoint table (scope.misnamed) leaves its endpoint, or with an outbox all,
+            # out of scope.endpoints: nothing is collected from it
+            self.misnamed = scope.misnamed
+            names = sorted(n for n in selected(config, options.endpoints) if n in scope.endpoints
+                           and (scope.has(n, "tokens") if kind.what == "tokens" else config.endpoints[n].blobs))
             counts: dict[str, dict[bool, int]] = {n: {} for n in names}
             self._collectable_sql: Callable[[int], str] | None = None  # limit -> the SQL of so many rows
             self._sample_sql: str | None = None
@@ -212,7 +217,8 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
         plan = planned()
         try:
             result = GcResult(kind.command, run_id, False, grace, plan.tallies, plan.sample(),
-                              notes=layout.notes(options.endpoints))
+                              notes=layout.notes(options.endpoints, plan.misnamed),
+                        misnamed=[m.to_dict() for m in plan.misnamed])
         finally:
             plan.release()
         result.duration_seconds = time.monotonic() - started  # the plan's wall time, as an execution's
@@ -230,7 +236,8 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
         progress("purging what is past the retention")
         purged = kind.purge(layout, options)
         return GcResult(kind.command, run_id, True, grace, plan.tallies, sample, leftovers, purged,
-                        notes=layout.notes(options.endpoints))
+                        notes=layout.notes(options.endpoints, plan.misnamed),
+                        misnamed=[m.to_dict() for m in plan.misnamed])
 
     return run_changing(config, kind.command, run_id, work)
 

@@ -48,6 +48,8 @@ class ReconcileReport:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     evidence: list[ClassEvidence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what could not be used (a store without intents)
+    #: endpoint tables whose owner column never holds the endpoint's name: those were not classified
+    misnamed: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_reconcile(spark: Any, config: Config, *, endpoints: list[str] | None = None,
@@ -74,8 +76,9 @@ def run_reconcile(spark: Any, config: Config, *, endpoints: list[str] | None = N
         from eoctl.expr.records import records_table
 
         scope, dialect, records = engine.scope, engine.dialect, records_table()
-        report.notes = scope.layout.notes(endpoints)
-        names = [n for n in selected(config, endpoints) if scope.has(n, "tokens")]
+        report.notes = scope.layout.notes(endpoints, scope.misnamed)
+        report.misnamed = [m.to_dict() for m in scope.misnamed]
+        names = [n for n in selected(config, endpoints) if scope.has(n, "tokens")]  # has(): judged ones
         if names:
             progress(f"classifying the tokens of {', '.join(names)}")
             classes = _grouped(engine, "classes", token_classes(scope, records, dialect, names), "class", "token_id",

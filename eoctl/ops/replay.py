@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from eoctl.config.model import Config
-from eoctl.errors import Interrupted, SourceError, UsageError
+from eoctl.errors import Interrupted, Misconfigured, SourceError, UsageError
+from eoctl.inert import inert
 from eoctl.interrupts import deferred
 from eoctl.ops.common import new_run_id, selected
 from eoctl.ops.lease import Lease, RunLog, utcnow
@@ -338,6 +339,21 @@ def replay_entry(layout: StoreLayout, entry: StuckEntry, table: dict[str, Route]
 # ---------------------------------------------------------------------------------- the run
 
 
+def refuse_misnamed(layout: StoreLayout) -> None:
+    """A replay writes tokens, intents and outbox rows under endpoints' names in the store: with any
+    endpoint table that never carries its endpoint's name (StoreLayout.misnamed), it would write
+    rows no endpoint reads. Misconfigured (exit 6) before anything is read or written."""
+    misnamed = layout.misnamed()
+    if misnamed:
+        names = list(dict.fromkeys(m.endpoint for m in misnamed))
+        found = sorted({n for m in misnamed for n, _ in m.found})
+        raise Misconfigured(
+            f"{COMMAND} refused: the tables of {', '.join(names)} hold no row under {'its' if len(names) == 1 else 'their'}"
+            f" name{'s' if len(names) > 1 else ''}, but rows under {', '.join(repr(inert(n)) for n in found)}",
+            hint=f"set {' / '.join(m.key for m in misnamed if m.kind == misnamed[0].kind)} to the name the "
+                 "rows carry; eoctl doctor names each table")
+
+
 def replay(config: Config, options: ReplayOptions,
            progress: Callable[[int, int, str], None] = lambda _done, _total, _what: None) -> ReplayResult:
     """Plan (list the stuck entries) or, with options.execute, replay each; `progress(done, total, what)`."""
@@ -345,6 +361,7 @@ def replay(config: Config, options: ReplayOptions,
     run_id = new_run_id()
     layout = StoreLayout(config)
     if not options.execute:
+        refuse_misnamed(layout)
         return ReplayResult(run_id, False, [EntryOutcome(e.endpoint, e.entry_id, e.age_seconds, e.messages,
                                                          e.tokens_committed, "planned")
                                             for e in find_stuck(layout, options)])
@@ -353,6 +370,7 @@ def replay(config: Config, options: ReplayOptions,
     outcomes: list[EntryOutcome] = []
     # the lease first: a refused run reads nothing, and the entries read are the holder's to replay
     with Lease(config, COMMAND, run_id) as lease:
+        refuse_misnamed(layout)  # the stores are read under the lease only
         stuck = find_stuck(layout, options)
         if options.entries:
             missing = set(options.entries) - {e.entry_id for e in stuck}

@@ -307,6 +307,9 @@ class AuditReport:
     run: dict[str, Any] = field(default_factory=dict)
     scanned: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the run could not use (a store without intents)
+    #: endpoint tables whose owner column never holds the endpoint's name (StoreLayout.misnamed):
+    #: those endpoints were not judged
+    misnamed: list[dict[str, Any]] = field(default_factory=list)
     index: Any = field(default=None, repr=False)  # the run's record index (eoctl.incremental.RecordIndex)
 
     def worst(self) -> Severity | None:
@@ -325,6 +328,7 @@ class AuditReport:
             "run": self.run,
             "scanned": self.scanned,
             "notes": self.notes,
+            "misnamed": self.misnamed,
             "summary": self.summary(),
             "findings": [f.to_dict() for f in self.findings],
         }

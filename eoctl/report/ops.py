@@ -57,7 +57,8 @@ def render_reconcile(report: ReconcileReport, console: Console) -> None:
 
 
 def reconcile_json(report: ReconcileReport) -> dict[str, Any]:
-    return redact({"schema": RECONCILE_SCHEMA, "run": report.run, "notes": report.notes, "counts": report.counts,
+    return redact({"schema": RECONCILE_SCHEMA, "run": report.run, "notes": report.notes,
+                   "misnamed": report.misnamed, "counts": report.counts,
                    "evidence": [{"endpoint": e.endpoint, "class": e.cls, "count": e.count, "rows": e.rows,
                                  "evidence_file": e.parquet} for e in report.evidence]})
 

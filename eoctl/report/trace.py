@@ -10,7 +10,7 @@ from eoctl.trace import MessageTrace, TraceResult
 if TYPE_CHECKING:  # Rich is imported by what renders: JSON output never needs it
     from rich.console import Console
 
-_STYLE = {"processed once": "green", "in flight": "yellow", "never sent": "yellow"}
+_STYLE = {"processed once": "green", "in flight": "yellow", "never sent": "yellow", "not judged": "yellow"}
 
 
 def render_trace(result: TraceResult, console: Console) -> None:

@@ -7,6 +7,18 @@ default to one table per database). An endpoint's rows are those whose *owner co
 name in the store (`[endpoints.X] name_in_store`, default X). A table without that column (a
 remapped table of another library) is the endpoint's alone.
 
+An owner column that holds other names but never the endpoint's is a configuration problem, not an
+empty table: the endpoint was renamed in the configuration, or its `name_in_store` is wrong. Judged
+as it reads, every in-flight record would be a silent loss and every token gone (EO202). So each
+lookup also asks, per shared table, whether each configured name has a row (one `limit 1` query
+each); for a name without one it counts the rows per name, and `misnamed()` says which endpoints
+must not be judged, naming the names found and the key to set. It is careful not to cry wolf: names
+other configured endpoints of the table claim are theirs (an endpoint with no row beside them is
+empty), and an endpoint with a row under its name in any of its tables is named right (an endpoint
+with tokens but no intents is just idle there). Left undetected: a name that differs in one table
+alone (no key could fix that), and an idle endpoint beside unconfigured ones (flagged: the note says
+"if one of them is its name").
+
 The intents table is optional: pipelines without register-cleanup have none. What needs it (which
 attempt registered a token or blob, and so garbage of attempts that lost) is then skipped, and
 `notes()` says so.
@@ -22,6 +34,7 @@ from typing import Any
 
 from eoctl.config.model import Config
 from eoctl.errors import SourceError
+from eoctl.inert import inert
 from eoctl.sources.tables import quote_ident, store_named
 from eoctl.stores.connection import StoreConfig, describe
 
@@ -72,12 +85,96 @@ class EndpointTable:
         return f" and {prefix}{quote_ident(self.owner_column)} = %s", [self.owner]
 
 
+#: how many of the names a misnamed endpoint's table holds are named (most rows first)
+NAMES_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class Misnamed:
+    """An endpoint table's owner column holds other names but never the endpoint's: a configuration
+    problem, so nothing read from that table for the endpoint is judged."""
+
+    endpoint: str
+    kind: str  # tokens | outbox | intents
+    store: str  # the configured store's name
+    table: str
+    where: str  # the store, as describe() says it, and its schema
+    column: str  # the owner column as the table names it
+    name: str  # the name looked for (name_in_store, default the endpoint's)
+    found: tuple[tuple[str, int], ...]  # other names the rows carry, with their row counts, most first
+
+    @property
+    def key(self) -> str:
+        return f"endpoints.{self.endpoint}.name_in_store"
+
+    def sentence(self) -> str:
+        names = ", ".join(f"'{inert(n)}' ({c:,} row{'s' if c != 1 else ''})" for n, c in self.found)
+        return (f"endpoint {self.endpoint} not judged: its {self.kind} table {self.table} ({self.where}) has no row "
+                f"whose {self.column} is '{inert(self.name)}', but rows under {names}: if one of them is "
+                f"{self.endpoint}'s name in the store, set {self.key} to it")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"endpoint": self.endpoint, "kind": self.kind, "store": self.store, "table": self.table,
+                "where": self.where,
+                "column": self.column, "name": self.name, "key": self.key,
+                "found": [{"name": n, "rows": c} for n, c in self.found], "note": self.sentence()}
+
+
+def owner_census(conn: Any, store: StoreConfig, table: str, column: str, names: list[str],
+                 catalog: str | None = None) -> tuple[set[str], list[tuple[str, int]]]:
+    """Of `names`, those no row of `table` carries in `column`, and, when there are any, the names
+    its rows do carry with their counts (most first, NAMES_SHOWN more than `names`). One `limit 1`
+    query per name (the endpoint's rows are usually found at once); the count only when one is
+    absent. `catalog`: the name a DuckDB store's file is attached as on `conn`."""
+    from eoctl.config.model import DuckDBStore
+    from eoctl.sources.tables import qualified
+
+    source = (quote_ident(catalog) + "." if catalog else "") + qualified(store, table)
+    col = quote_ident(column)
+
+    def query(sql: str, params: list[Any]) -> list[tuple]:
+        if isinstance(store, DuckDBStore):
+            return conn.execute(sql.replace("%s", "?"), params).fetchall()
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+
+    try:
+        absent = {n for n in names if not query(f"select 1 from {source} where {col} = %s limit 1", [n])}
+        if not absent:
+            return absent, []
+        rows = query(f"select cast({col} as varchar) as name, count(*) as n from {source} where {col} is not null "
+                     f"group by 1 order by 2 desc, 1 limit {NAMES_SHOWN + len(names)}", [])
+    except Exception as exc:
+        if not type(exc).__module__.startswith(("duckdb", "_duckdb", "psycopg")):
+            raise
+        if not isinstance(store, DuckDBStore):
+            conn.rollback()  # the connection stays usable for the next question
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SourceError(f"table {table} of {describe(store)} cannot be read: {reason}") from None
+    return absent, [(str(n), int(c)) for n, c in rows]
+
+
+#: misnamed tables other endpoints' checks read too: a pending entry holds the tokens, sequences
+#: and blobs of the messages it will send to other endpoints, so without it none can be judged
+READ_BY_ALL = frozenset({"outbox"})
+
+
+def refused(misnamed: list[Misnamed], endpoints: list[str]) -> set[str]:
+    """Of `endpoints`, those not to judge: the misnamed ones, and all when an outbox is misnamed."""
+    if any(m.kind in READ_BY_ALL for m in misnamed):
+        return set(endpoints)
+    return {m.endpoint for m in misnamed}
+
+
 class StoreLayout:
     """Every configured endpoint's tables, resolved against the stores once (lazily, per table)."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
         self._columns: dict[str, dict[str, list[str]]] = {}  # store -> table -> columns
+        # (store, table, owner column) -> (configured names without a row, the names rows carry)
+        self._census: dict[tuple[str, str, str], tuple[set[str], list[tuple[str, int]]]] = {}
 
     def _table_columns(self, store_name: str, table: str) -> list[str] | None:
         """The columns of a table; every table of the store's schema is looked up in its first
@@ -87,8 +184,15 @@ class StoreLayout:
 
         if store_name not in self._columns:
             with connect(store_named(self.config, store_name)) as conn:
-                for name in self._reached(store_name):
-                    self._columns[name] = schema_columns(conn, store_named(self.config, name))
+                reached = self._reached(store_name)
+                found = {name: schema_columns(conn, store_named(self.config, name)) for name in reached}
+                self._columns.update(found)
+                try:
+                    self._take_census(conn, reached)
+                except BaseException:
+                    for n in reached:  # all or nothing: a failed census is never taken for "all named"
+                        self._columns.pop(n, None)
+                    raise
         return self._columns[store_name].get(table)
 
     def _reached(self, store_name: str) -> list[str]:
@@ -97,6 +201,27 @@ class StoreLayout:
 
         key = connection_key(store_named(self.config, store_name))
         return [n for n in self.config.stores if connection_key(store_named(self.config, n)) == key]
+
+    def _owned_tables(self, stores: list[str]) -> dict[tuple[str, str, str], list[str]]:
+        """(store, table, owner column) -> the names configured endpoints look for in it, for every
+        endpoint table in `stores` that exists and has its owner column."""
+        out: dict[tuple[str, str, str], list[str]] = {}
+        for name, ep in self.config.endpoints.items():
+            for kind in KINDS:
+                spec = getattr(ep, kind)
+                store_name = ep.store_of(spec)
+                column = spec.columns.model_dump()[OWNER[kind]]
+                if store_name in stores and column in (self._columns[store_name].get(spec.table) or ()):
+                    names = out.setdefault((store_name, spec.table, column), [])
+                    if (ep.name_in_store or name) not in names:
+                        names.append(ep.name_in_store or name)
+        return out
+
+    def _take_census(self, conn: Any, stores: list[str], catalog: str | None = None) -> None:
+        """owner_census of every shared table of `stores` (their columns looked up already)."""
+        for (store_name, table, column), names in self._owned_tables(stores).items():
+            store = store_named(self.config, store_name)
+            self._census[(store_name, table, column)] = owner_census(conn, store, table, column, names, catalog)
 
     def look_up_attached(self, con: Any, store_name: str) -> None:
         """Look up the tables of DuckDB store `store_name` (and of every store its file holds)
@@ -108,10 +233,16 @@ class StoreLayout:
 
         if store_name in self._columns:
             return
+        reached = self._reached(store_name)
         with attached_read_only(con, store_named(self.config, store_name), wait=False) as catalog:
-            found = {n: schema_columns(con, store_named(self.config, n), catalog=catalog)
-                     for n in self._reached(store_name)}
-        self._columns.update(found)
+            found = {n: schema_columns(con, store_named(self.config, n), catalog=catalog) for n in reached}
+            self._columns.update(found)
+            try:
+                self._take_census(con, reached, catalog)
+            except BaseException:
+                for n in reached:  # all or nothing: the lookup at first use makes it again
+                    self._columns.pop(n, None)
+                raise
 
     def sharing(self, store_name: str, table: str, kind: str) -> list[str]:
         """The endpoints whose `kind` table is `table` in `store_name` (more than one: it is shared)."""
@@ -178,9 +309,36 @@ class StoreLayout:
             seen.setdefault((t.store_name, t.table), t)
         return list(seen.values())
 
-    def notes(self, endpoints: list[str] | None = None) -> list[str]:
-        """What this run could not use, one sentence per missing optional table."""
+    def misnamed(self, endpoints: list[str] | None = None) -> list[Misnamed]:
+        """The tables of `endpoints` (default all) whose owner column holds names no configured
+        endpoint of the table claims, of endpoints whose name no row of any of their tables holds
+        (see the module's doc)."""
         out = []
+        for name in endpoints or list(self.config.endpoints):
+            owned = [t for t in (self.lookup(name, kind) for kind in KINDS)
+                     if isinstance(t, EndpointTable) and t.owner_column is not None]
+            if any(t.owner not in self._census[(t.store_name, t.table, t.owner_column)][0] for t in owned):
+                continue  # rows under its name in one of its tables: named right, just empty elsewhere
+            for t in owned:
+                absent, found = self._census[(t.store_name, t.table, t.owner_column)]
+                claimed = set(self._owned_tables([t.store_name]).get((t.store_name, t.table, t.owner_column), []))
+                others = tuple((n, c) for n, c in found if n not in claimed)[:NAMES_SHOWN]
+                if others:
+                    out.append(Misnamed(name, t.kind, t.store_name, t.table,
+                                        f"{describe(t.store)}, schema {t.store.schema_name}",
+                                        t.owner_column, t.owner, others))
+        return out
+
+    def notes(self, endpoints: list[str] | None = None, misnamed: list[Misnamed] | None = None) -> list[str]:
+        """What this run could not use: one sentence per misnamed endpoint table (`misnamed`, default
+        misnamed(endpoints): a run that reads every endpoint's tables for evidence gives its own)
+        and per missing optional table of `endpoints` (default all)."""
+        misnamed = self.misnamed(endpoints) if misnamed is None else misnamed
+        out = [m.sentence() for m in misnamed]
+        others = sorted(refused(misnamed, endpoints or list(self.config.endpoints)) - {m.endpoint for m in misnamed})
+        if others:
+            out.append(f"endpoints {', '.join(others)} not judged either: the pending outbox entries eoctl cannot "
+                       "tell apart hold the tokens, sequences and blobs of the messages they will send")
         for kind in sorted(OPTIONAL):
             absent = self.missing(kind, endpoints)
             if absent:

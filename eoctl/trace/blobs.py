@@ -14,7 +14,7 @@ from eoctl.trace.model import Blob, utc
 def check_blob(config: Config, producer: str | None, uri: str, expected: str | None) -> Blob:
     import fsspec
 
-    ep = config.endpoints.get(producer or "")
+    ep = config.endpoints.get(config.producing(producer) or "")
     if ep is None or ep.blobs is None:
         return Blob(producer or "?", uri, expected, None, None, "the producer has no blob prefix configured")
     try:

@@ -18,6 +18,9 @@ class Verdict(str, Enum):
     ghost = "ghost"
     never_sent = "never sent"
     not_found = "not found"
+    #: an endpoint it touches has a misnamed store table (eoctl.stores.layout.Misnamed): a
+    #: configuration problem, never judged as loss or duplicates
+    not_judged = "not judged"
 
     @property
     def bad(self) -> bool:
@@ -167,6 +170,8 @@ class TraceResult:
     scans: list[ScanNote]
     notes: list[str]
     history_run: str | None = None
+    #: endpoint tables whose owner column never holds the endpoint's name (their messages not judged)
+    misnamed: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         def clean(value: Any) -> Any:

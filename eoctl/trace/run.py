@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from eoctl.config.model import Config
 from eoctl.report.findings import CATALOG, names_message
+from eoctl.stores.layout import refused
 from eoctl.trace.blobs import blob_refs, check_blob
 from eoctl.trace.model import (
     Bounds,
@@ -82,7 +83,8 @@ def _run_trace(reader: TraceReader, config: Config, lookup: Lookup, options: Tra
 
     options = options or TraceOptions()
     stores = StoreLookups(config)
-    notes: list[str] = stores.layout.notes()
+    misnamed = stores.layout.misnamed()
+    notes: list[str] = stores.layout.notes(None, misnamed)
     sink_hits: list[SinkRow] = []
     ids: set[str] = set()
     token_ids: set[str] = set()
@@ -161,12 +163,26 @@ def _run_trace(reader: TraceReader, config: Config, lookup: Lookup, options: Tra
     messages = [_assemble(config, options, m, hits, tokens, entries, intents, sink_rows) for m in sorted(ids)]
     found = [] if not messages else reader.scoped_findings(config, options, hits, committed, stores, sink_rows,
                                                            sink_schemas, messages)
+    refused_endpoints = refused(misnamed, list(config.endpoints))
     for m in messages:
-        m.findings = [f for f in found if m.message_id in names_message(f["code"], f["evidence"])]
+        m.findings = [f for f in found if m.message_id in names_message(f["code"], f["evidence"])
+                      and f["endpoint"] not in refused_endpoints]
         m.verdict, m.reasons = decide_verdict(m, hits)
+        touched = _endpoints_of(m) & refused_endpoints
+        if touched:  # what its tables say cannot be trusted: no verdict from them
+            m.verdict, m.reasons = Verdict.not_judged, [
+                f"{', '.join(sorted(touched))} not judged: the configuration and the store disagree on "
+                "an endpoint's name (see the notes)"]
         m.timeline = timeline(m)
     history_run = _attach_recorded_findings(config, messages, notes)
-    return TraceResult(lookup, messages, scans, notes, history_run)
+    return TraceResult(lookup, messages, scans, notes, history_run, [x.to_dict() for x in misnamed])
+
+
+def _endpoints_of(m: MessageTrace) -> set[str]:
+    """Every endpoint whose input, store or sink holds something of the message."""
+    return ({c.consumer for c in m.copies} | {t.endpoint for t in m.tokens} | {e.endpoint for e in m.caused_entries}
+            | ({m.emitted_by.endpoint} if m.emitted_by else set()) | {i.endpoint for i in m.intents}
+            | {r.endpoint for r in m.sink_rows} | {b.producer for b in m.blobs})
 
 
 def _where(h: dict[str, Any]) -> tuple:
