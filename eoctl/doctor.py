@@ -369,9 +369,9 @@ class _Doctor:
         assert ep.blobs is not None
 
         def listable() -> str:
-            import fsspec
+            from eoctl.blobfs import open_prefix
 
-            fs, path = fsspec.core.url_to_fs(ep.blobs, **ep.blob_options)
+            fs, path = open_prefix(ep.blobs, ep.blob_options)
             if not fs.exists(path):
                 raise EoctlError(f"blob prefix {ep.blobs} does not exist")
             if not fs.isdir(path):

@@ -14,11 +14,12 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from eoctl.config import masked
 from eoctl.config.model import Config, DuckDBStore
-from eoctl.errors import UsageError
+from eoctl.errors import SourceError, UsageError
 from eoctl.interrupts import deferred
 from eoctl.report.findings import CATALOG, AuditReport
 from eoctl.sources.tables import store_named
@@ -44,21 +45,39 @@ def config_digest(config: Config) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _create_history_file(path: Path) -> None:
+    """A new, empty DuckDB file at `path`, or none: made beside it and renamed when whole, so that a
+    full disk never leaves a 0-byte file that every later run fails to open."""
+    import os
+
+    import duckdb
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with duckdb.connect(str(tmp)) as con:
+            con.execute("checkpoint")
+        os.replace(tmp, path)
+    except (OSError, duckdb.Error) as exc:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            try:
+                leftover.unlink()
+            except OSError:
+                pass
+        reason = os.strerror(exc.errno) if isinstance(exc, OSError) and exc.errno else str(exc).splitlines()[0]
+        raise SourceError(f"findings history {path} cannot be created: {reason}") from None
+
+
 @contextmanager
 def history_db(config: Config, *, create: bool) -> Iterator[Db]:
     if config.history.store:
         store = store_named(config, config.history.store)
     else:
-        from pathlib import Path
-
         path = Path(config.history.path)
         if not path.exists():
             if not create:
                 raise UsageError(f"no findings history yet at {path} (an audit records one)")
-            import duckdb
-
-            path.parent.mkdir(parents=True, exist_ok=True)
-            duckdb.connect(str(path)).close()
+            _create_history_file(path)
         store = DuckDBStore.model_validate({"type": "duckdb", "path": str(path)})
     with open_db(store) as db:
         if create:

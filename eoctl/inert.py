@@ -30,3 +30,22 @@ def inert(value: object) -> str:
         return text
     return _UNSAFE.sub(_escape, text)
 
+
+
+def _escape_for_shell(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)  # bash's \xNN is a byte: a code point past ASCII is \uNNNN
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
+
+
+def shell_word(value: str) -> str:
+    """`value` as one word of a POSIX shell command line, inert: shell-quoted, or, when it holds a
+    character a terminal acts on, bash's $'...' with that character escaped, which the shell
+    turns back into the very value."""
+    import shlex
+
+    if _UNSAFE.search(value) is None:
+        return shlex.quote(value)
+    return "$'" + _UNSAFE.sub(_escape_for_shell, value.replace("\\", "\\\\").replace("'", "\\'")) + "'"

@@ -70,6 +70,17 @@ def is_secret_name(name: str) -> bool:
     return _NAME.search(name) is not None
 
 
+# fsspec's object stores name their credentials plainly: s3fs's `key` is the access key id (a bare
+# `key` is no secret elsewhere: a Kafka record's key, a sink's key columns)
+_BLOB_CREDENTIALS = frozenset({"key", "access_key", "access_key_id", "aws_access_key_id", "username"})
+
+
+def is_secret_option(table: str, name: str) -> bool:
+    """Whether setting `name` of the option table `table` (blob_options, client_properties, ...)
+    holds a secret: a secret name anywhere, and a blob store's credential names in blob_options."""
+    return is_secret_name(name) or (table == "blob_options" and name.lower() in _BLOB_CREDENTIALS)
+
+
 def _masked(match: re.Match[str]) -> str:
     kept = next((g for g in match.groups() if g is not None), "")
     value = match.group(0)[len(kept):]

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import misnamed_exit, progress, stderr_console, write_stdout
+from eoctl.cli.output import check_target, misnamed_exit, progress, stderr_console, write_stdout, write_whole
 from eoctl.errors import EoctlError, ExitCode, UsageError
 from eoctl.report.findings import Severity
 
@@ -26,7 +26,10 @@ def parse_duration(text: str, flag: str) -> dt.timedelta:
     m = _DURATION.match(text.strip().lower())
     if not m:
         raise UsageError(f"{flag} {text!r}: expected a duration like 90s, 15m, 24h or 7d")
-    return dt.timedelta(seconds=float(m.group(1)) * _UNIT[m.group(2)])
+    try:
+        return dt.timedelta(seconds=float(m.group(1)) * _UNIT[m.group(2)])
+    except OverflowError:  # past timedelta's 999,999,999 days
+        raise UsageError(f"{flag} {text!r}: too long (at most 999999999d)") from None
 
 
 def parse_time(text: str, flag: str) -> dt.datetime:
@@ -73,6 +76,7 @@ def audit(
         raise UsageError("--since-last continues a full scan: it does not combine with --range, --since or --until")
     evidence_dir = None
     if output is not None:
+        check_target(output, "--output")  # before the run, not after it
         evidence_dir = output.resolve().parent / f"{output.stem}-evidence"
     options = AuditOptions(
         grace=parse_duration(grace, "--grace"), stuck_after=parse_duration(stuck_after, "--stuck-after"),
@@ -95,6 +99,7 @@ def audit(
             step("starting Spark")
             spark = app.spark()
             report = run_audit(spark, config, options, codes, step)
+    report.next_options = app.next_options()
     reason = report.run.get("scan", {}).get("reason")
     if reason:
         stderr_console().print(f"eoctl: {reason}")
@@ -115,7 +120,7 @@ def audit(
     if fmt is OutputFormat.json:
         text = render_json(report)
     elif fmt is OutputFormat.markdown:
-        text = render_markdown(report)
+        text = render_markdown(report, config.report.docs_url)
     else:
         text = None
     if output is not None:
@@ -127,10 +132,8 @@ def audit(
             buffer = io.StringIO()
             render_text(report, Console(file=buffer, width=160, highlight=False, color_system=None))
             text = buffer.getvalue()
-        tmp = output.with_suffix(output.suffix + ".partial")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(output)  # never a half-written report
-        stderr_console().print(f"report written to {output}")
+        write_whole(output, text, "--output")  # never a half-written report
+        stderr_console().print(f"report written to {output}", markup=False)
     elif text is not None:
         write_stdout(text)
     else:

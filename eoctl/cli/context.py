@@ -48,6 +48,15 @@ class AppContext:
         return {".json": OutputFormat.json, ".md": OutputFormat.markdown,
                 ".markdown": OutputFormat.markdown}.get(output.suffix.lower(), OutputFormat.text)
 
+    def next_options(self) -> list[str]:
+        """The global options a command eoctl prints as the next to run repeats (the configuration
+        as it was found, the engine and cluster when given), so that it runs as this one did."""
+        out = ["--config", str(self.config_path)]
+        for flag, value in (("--engine", self.engine), ("--master", self.master), ("--remote", self.remote)):
+            if value:
+                out += [flag, str(value)]
+        return out
+
     def config(self) -> Config:
         """Load and validate the configuration once; flags override env, env overrides the file."""
         if self._config is None:

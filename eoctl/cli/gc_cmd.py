@@ -9,7 +9,16 @@ import typer
 
 from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import emit_json, misnamed_exit, progress, stderr_console, write_stdout
+from eoctl.cli.output import (
+    check_target,
+    emit_json,
+    misnamed_exit,
+    progress,
+    stderr_console,
+    write_stdout,
+    write_whole,
+)
+from eoctl.errors import ExitCode
 
 Endpoints = Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="only these endpoints' tokens or blobs; repeatable")]
 Grace = Annotated[str, typer.Option(metavar="DURATION", help="never touch anything younger than this")]
@@ -31,6 +40,8 @@ def reconcile_tokens(
     config = app.config()
     for name in endpoint or []:
         config.endpoint(name)
+    if output is not None:
+        check_target(output, "--output")  # before the run, not after it
     evidence_dir = output.resolve().parent / f"{output.stem}-evidence" if output else None
     args = {"endpoints": endpoint, "grace": parse_duration(grace, "--grace"), "evidence_rows": evidence_rows,
             "evidence_dir": evidence_dir}
@@ -45,10 +56,8 @@ def reconcile_tokens(
     if output is not None:
         import json
 
-        tmp = output.with_suffix(output.suffix + ".partial")
-        tmp.write_text(json.dumps(reconcile_json(report), indent=2, default=str) + "\n", encoding="utf-8")
-        tmp.replace(output)
-        stderr_console().print(f"report written to {output}")
+        write_whole(output, json.dumps(reconcile_json(report), indent=2, default=str) + "\n", "--output")
+        stderr_console().print(f"report written to {output}", markup=False)
     if app.json:
         emit_json(reconcile_json(report))
     else:
@@ -68,13 +77,16 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
     config = app.config()
     for name in endpoint or []:
         config.endpoint(name)
+    if metrics_file is not None:
+        check_target(metrics_file, "--metrics-file")  # before the run, not after it
     if restore is not None:
         result = module.restore(config, restore, execute)
         if app.json:
             write_stdout(restore_json(result) + "\n")
         else:
             render_restore(result, stderr_console())
-        return 0
+        # something left in the quarantine: said, and not a success (the run stays restorable)
+        return int(ExitCode.RUNTIME) if result.not_restored and result.executed else 0
     options = GcOptions(grace=parse_duration(grace, "--grace"), max_deletes=max_deletes, batch_size=batch_size,
                         retention=parse_duration(retention, "--retention"), endpoints=endpoint, execute=execute,
                         evidence_rows=evidence_rows)

@@ -229,7 +229,7 @@ def _report(exc: BaseException, debug: bool) -> int:
 
     from eoctl import interrupts
     from eoctl.engine.errors import describe as describe_engine_error
-    from eoctl.engine.errors import message_of
+    from eoctl.engine.errors import message_of, write_failure
 
     if isinstance(exc, SystemExit):
         raise exc
@@ -261,6 +261,11 @@ def _report(exc: BaseException, debug: bool) -> int:
     if not isinstance(exc, Exception):
         raise exc
     message = message_of(exc).strip()
+    unwritable = write_failure(exc, message)
+    if unwritable:  # a full disk or a folder it may not write: where, and why; nothing is left half-written
+        print(f"eoctl: error: {mask_text(unwritable)} (free space there, or point EOCTL_TMPDIR or the output "
+              "elsewhere)", file=sys.stderr)
+        return int(ExitCode.RUNTIME)
     unreadable = describe_engine_error(message)
     if unreadable:  # a truncated or corrupt file: which, and why, is what the operator needs
         print(f"eoctl: error: {mask_text(unreadable)} (a half-written or corrupt file: restore it or move it away)",

@@ -21,11 +21,17 @@ def parse_range(text: str):
     try:
         if len(parts) < 2 or len(parts) > 4 or not parts[0]:
             raise ValueError
+        partition = int(parts[1])
         start = int(parts[2]) if len(parts) > 2 and parts[2] else EARLIEST
         end = int(parts[3]) if len(parts) > 3 and parts[3] else LATEST
-        return OffsetRange(parts[0], int(parts[1]), start, end)
     except ValueError:
         raise UsageError(f"--range {text!r}: expected TOPIC:PARTITION[:START[:END]], e.g. orders:0:100:200") from None
+    given = [int(p) for p in parts[2:] if p]
+    if partition < 0 or any(v < 0 for v in given):
+        raise UsageError(f"--range {text!r}: a partition and offsets are 0 or more (TOPIC:PARTITION[:START[:END]])")
+    if len(parts) > 3 and parts[2] and parts[3] and start > end:
+        raise UsageError(f"--range {text!r}: START {start} is above END {end} (END is exclusive: START <= END)")
+    return OffsetRange(parts[0], partition, start, end)
 
 
 @app.command("scan", epilog=example("eoctl --config samples/basic/eoctl.toml sources scan billing"))

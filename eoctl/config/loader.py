@@ -17,7 +17,7 @@ from pydantic import SecretStr, ValidationError
 
 from eoctl.config.model import Config
 from eoctl.errors import ConfigError, UsageError
-from eoctl.secrets import MASK, is_secret_name, mask_text
+from eoctl.secrets import MASK, is_secret_name, is_secret_option, mask_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -169,16 +169,16 @@ def masked(config: Config) -> dict[str, Any]:
     """The resolved configuration as plain data with every secret replaced by MASK: SecretStr
     fields, secret names in option tables, and secrets inside any value (eoctl.secrets)."""
 
-    def walk(value: Any, key: str = "", free_form: bool = False) -> Any:
+    def walk(value: Any, key: str = "", free_form: bool = False, table: str = "") -> Any:
         if isinstance(value, SecretStr):
             return MASK
         if isinstance(value, dict):
             inner = key in _FREE_FORM
-            return {k: walk(v, str(k), inner) for k, v in value.items()}
+            return {k: walk(v, str(k), inner, key if inner else "") for k, v in value.items()}
         if isinstance(value, (list, tuple)):
-            return [walk(v, key, free_form) for v in value]
+            return [walk(v, key, free_form, table) for v in value]
         if isinstance(value, str):
-            return MASK if free_form and is_secret_name(key) else mask_text(value)
+            return MASK if free_form and is_secret_option(table, key) else mask_text(value)
         return value
 
     # model_dump keeps SecretStr objects, so secrets are masked before anything becomes a string.

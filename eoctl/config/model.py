@@ -14,6 +14,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationInfo,
     field_validator,
@@ -350,9 +351,14 @@ class OpsConfig(Strict):
     @field_validator("quarantine")
     @classmethod
     def _relative_folder(cls, value: str) -> str:
-        if not value or value.startswith("/") or ".." in value.split("/"):
-            raise ValueError("quarantine must be a folder name relative to the blob prefix, like .eoctl-quarantine")
-        return value.strip("/")
+        parts = value.strip("/").split("/")
+        if value.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"quarantine {value!r} must be a folder below each blob prefix (not the prefix itself "
+                             "nor outside it), like .eoctl-quarantine")
+        if not parts[0].startswith((".", "_")):  # else the audit and gc-blobs would list quarantined blobs
+            raise ValueError(f"quarantine {value!r} must start with '.' or '_' (hidden from blob listings), "
+                             "like .eoctl-quarantine")
+        return "/".join(parts)
 
 
 class HistoryConfig(Strict):
@@ -379,6 +385,17 @@ class HistoryConfig(Strict):
     )
 
 
+class ReportConfig(Strict):
+    """How reports refer to the findings guide."""
+
+    docs_url: str | None = Field(
+        None, min_length=1,
+        description="where your team reads docs/findings.md (e.g. https://git.example.com/ops/eoctl/blob/main/"
+                    "docs/findings.md): Markdown reports link each finding to its section there; without it they "
+                    "carry the guide's words (cause, fix, how to verify) inline, since a relative link breaks "
+                    "in a ticket")
+
+
 class Config(Strict):
     """The whole configuration. `source` is where it was loaded from (not a file key)."""
 
@@ -389,6 +406,19 @@ class Config(Strict):
     endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)
     ops: OpsConfig = OpsConfig()
     history: HistoryConfig = Field(default_factory=dict, validate_default=True)  # type: ignore[arg-type]
+    report: ReportConfig = ReportConfig()
+    _source: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> Path | None:
+        """The file the configuration was loaded from (None when built in code)."""
+        return self._source
+
+    @model_validator(mode="after")
+    def _remember_source(self, info: ValidationInfo) -> Config:
+        source = (info.context or {}).get("source")
+        self._source = Path(source) if source else None
+        return self
 
     @model_validator(mode="after")
     def _references_exist(self) -> Config:

@@ -65,7 +65,7 @@ def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOp
             scope.sink_schemas[(name, sink.name)] = read_sink(con, config, sink, scope.sink_view(name, sink), copies)
         if ep.blobs and blobs:
             step(f"listing the blobs of {name}")
-            list_blobs(con, ep.blobs, scope.blob_view(name), hashed)
+            list_blobs(con, ep.blobs, scope.blob_view(name), hashed, ep.blob_options)
     return scope
 
 
@@ -410,18 +410,18 @@ def _modified_ms(fs, path: str) -> dt.datetime:
     return modified.replace(microsecond=modified.microsecond // 1000 * 1000)
 
 
-def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: bool) -> None:
+def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: bool,
+               options: dict[str, Any] | None = None) -> None:
     """Make `view` the listing of a blob prefix (eoctl.expr.inputs.BLOB_LISTING_SCHEMA): names
     relative to the prefix, size, last modification (to the millisecond, as Hadoop gives it) and,
     when asked, the sha256 of the content. A blob gone between listing and reading is gone."""
     import hashlib
 
-    import fsspec
-
+    from eoctl.blobfs import open_prefix
     from eoctl.expr.blobs import prefix_path
 
+    fs, root = open_prefix(uri, options)
     try:
-        fs, root = fsspec.core.url_to_fs(uri)
         if not fs.exists(root):  # as Spark's listing of a missing path
             raise SourceError(f"blob prefix {uri} cannot be listed: it does not exist")
         listed = visible_files(fs, root)

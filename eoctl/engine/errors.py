@@ -44,3 +44,23 @@ def describe(text: str) -> str | None:
     elif path.startswith("file://"):
         path = path[len("file://"):]
     return f"could not read {path}: {reason[:200]}"
+
+
+_DUCKDB_WRITE = re.compile(r'Could not (?:write|create|open|truncate|extend) file "([^"]+)": ([^\n]+)')
+#: errnos of a write that fails for want of room or of a right to write, not for a fault of eoctl
+_NO_ROOM = {"ENOSPC", "EFBIG", "EDQUOT", "EROFS", "EACCES", "EPERM"}
+
+
+def write_failure(exc: BaseException, text: str) -> str | None:
+    """'cannot write PATH: REASON' when `exc` (or an engine's message `text`) is a write that failed
+    for want of room or rights (a full disk, a quota, a read-only folder); None otherwise."""
+    import errno as errnos
+    import os
+
+    if isinstance(exc, OSError) and exc.errno is not None and errnos.errorcode.get(exc.errno) in _NO_ROOM:
+        where = f" {exc.filename}" if exc.filename else ""
+        return f"cannot write{where}: {os.strerror(exc.errno)}"
+    found = _DUCKDB_WRITE.search(text)
+    if found is not None:
+        return f"cannot write {found.group(1)}: {found.group(2).strip()}"
+    return None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from eoctl.config.model import Config, EndpointConfig
-from eoctl.errors import Interrupted
+from eoctl.errors import Interrupted, SourceError
 from eoctl.interrupts import deferred
 from eoctl.ops.lease import Lease, RunLog
 from eoctl.run_ids import new_run_id
@@ -83,6 +83,8 @@ class RestoreResult:
     restored: dict[str, int]  # what -> rows or blobs put back (or, planned, that would be)
     already_restored: bool = False
     executed: bool = True  # False: the plan of a restore, nothing changed
+    #: what could not be put back, each {"endpoint", "name", "why"}: the run stays restorable
+    not_restored: list[dict[str, str]] = field(default_factory=list)
 
 
 def bound_to_limit(tallies: list[Tally], max_deletes: int) -> None:
@@ -293,10 +295,13 @@ def run_changing(config: Config, command: str, run_id: str, work: Callable[[Leas
 
 
 def restore_run(config: Config, command: str, run_id: str, what: str, put_back: Callable[[bool], int],
-                execute: bool = True) -> RestoreResult:
+                execute: bool = True, not_restored: list[dict[str, str]] | None = None) -> RestoreResult:
     """Under the command's lease: `put_back(True)` (returns how many `what` it restored), then the
     intents the run removed; the run is then marked restored, and restoring it again does nothing.
-    Without `execute`, the plan: `put_back(False)` and the intents only counted, no lease taken."""
+    Without `execute`, the plan: `put_back(False)` and the intents only counted, no lease taken.
+    `not_restored`: filled by `put_back` with what it could not put back; the run then stays
+    restorable (a later restore, once the obstacle is gone, puts back the rest)."""
+    left = not_restored if not_restored is not None else []
     from eoctl.errors import UsageError
     from eoctl.ops.journal import restore_table
 
@@ -312,12 +317,14 @@ def restore_run(config: Config, command: str, run_id: str, what: str, put_back: 
                    for it in StoreLayout(config).distinct_tables("intents"))
 
     if not execute:
-        return RestoreResult(command, run_id, {what: put_back(False), "intents": intents()}, executed=False)
+        planned = {what: put_back(False), "intents": intents()}
+        return RestoreResult(command, run_id, planned, executed=False, not_restored=list(left))
     with Lease(config, command, new_run_id()):
         restored = {what: put_back(True)}
         restored["intents"] = intents()
-        log.set_status(run_id, "restored")
-    return RestoreResult(command, run_id, restored)
+        if not left:
+            log.set_status(run_id, "restored")
+    return RestoreResult(command, run_id, restored, not_restored=list(left))
 
 
 def write_metrics(path: Path, result: GcResult, success: bool) -> None:
@@ -351,9 +358,15 @@ def write_metrics(path: Path, result: GcResult, success: bool) -> None:
     last = str(int(time.time())) if success else previous_success
     if last is not None:
         metric("last_success_timestamp_seconds", "gauge", "when a run last succeeded", [("", last)])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(mask_text("\n".join(lines) + "\n"))
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(mask_text("\n".join(lines) + "\n"))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:  # a full disk, a folder gone or not writable: one line, nothing half-written
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise SourceError(f"--metrics-file {path} cannot be written: {reason}") from None

@@ -11,12 +11,13 @@ Blob stores are reached through fsspec (local files, s3://, gs://, ... with thei
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config
-from eoctl.errors import SourceError, UsageError
+from eoctl.errors import UsageError
 from eoctl.ops.common import (
     GcKind,
     GcOptions,
@@ -72,6 +73,15 @@ class BlobPrefix:
             return dt.datetime.fromisoformat(mtime.replace("Z", "+00:00"))
         return mtime
 
+    def present(self, path: str) -> bool:
+        """Whether something is at `path`: a symlink counts as itself, whatever it points to (a
+        relative one in the quarantine points elsewhere until it is put back)."""
+        from fsspec.implementations.local import LocalFileSystem
+
+        if isinstance(self.fs, LocalFileSystem):
+            return os.path.lexists(self.fs._strip_protocol(path))
+        return bool(self.fs.exists(path))
+
     def move(self, src: str, dst: str) -> None:
         self.fs.makedirs(dst.rsplit("/", 1)[0], exist_ok=True)
         self.fs.mv(src, dst)
@@ -87,17 +97,14 @@ class BlobPrefix:
 
 
 def blob_prefix(config: Config, name: str) -> BlobPrefix | None:
-    import fsspec
+    from eoctl.blobfs import open_prefix
 
     ep = config.endpoint(name)
     if ep.blobs is None:
         return None
     if ep.store is None:
         raise UsageError(f"endpoints.{name}: gc-blobs keeps its journal in the endpoint's store; set 'store'")
-    try:
-        fs, root = fsspec.core.url_to_fs(str(ep.blobs), **ep.blob_options)
-    except (ImportError, ValueError) as exc:
-        raise SourceError(f"blob prefix {ep.blobs} cannot be opened: {str(exc).splitlines()[0]}") from None
+    fs, root = open_prefix(str(ep.blobs), ep.blob_options)
     return BlobPrefix(name, fs, root.rstrip("/"), config.ops.quarantine, store_named(config, ep.store))
 
 
@@ -225,29 +232,57 @@ def purge(layout: StoreLayout, options: GcOptions) -> int:
 # --------------------------------------------------------------------------------- restore
 
 
+def refuse_overlapping_prefixes(config: Config, endpoints: list[str] | None = None) -> None:
+    """UsageError (exit 2) before anything is read or moved when a blob prefix holds, or is inside,
+    another configured file or folder (`blobs = "."` beside eoctl.toml): its files would be taken
+    for orphaned blobs."""
+    from eoctl.config.paths import blob_prefix_conflicts
+
+    conflicts = blob_prefix_conflicts(config, endpoints)
+    if conflicts:
+        more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
+        raise UsageError(f"gc-blobs refused: {conflicts[0]}{more}",
+                         hint="give each endpoint's blobs a folder of their own, holding nothing else eoctl reads")
+
+
 def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
     """Move every blob a run quarantined back to its place and restore the intents it removed;
     without `execute`, count what would be put back."""
+    refuse_overlapping_prefixes(config)
+
+    not_restored: list[dict[str, str]] = []
 
     def put_back(really: bool) -> int:
         back = 0
+        not_restored.clear()
         for prefix in _prefixes(config):
+            done: list[str] = []
             for name in _journal_rows(prefix, run_id, ("moving", "quarantined")):
                 src, dst = prefix.path(name), prefix.quarantined(run_id, name)
-                if prefix.fs.exists(dst) and not prefix.fs.exists(src):
+                held, back_already = prefix.present(dst), prefix.present(src)
+                if held and not back_already:
                     if really:
                         prefix.move(dst, src)
                     back += 1
-            if not really:
+                    done.append(name)
+                elif back_already and not held:  # put back by an earlier restore cut short
+                    done.append(name)
+                else:
+                    why = ("a file of that name is at the prefix again: move it away, then restore again" if held
+                           else "it is no longer in the quarantine (removed by hand, or purged)")
+                    not_restored.append({"endpoint": prefix.endpoint, "name": name, "why": why})
+            if not really or not done:
                 continue
             with open_db(prefix.store) as db:
                 with db.tx():
-                    db.execute(f"update {db.table(JOURNAL)} set state = 'restored' where eoctl_run_id = %s "
-                               "and endpoint = %s and state in ('moving', 'quarantined')", [run_id, prefix.endpoint])
+                    for part in (done[i:i + 500] for i in range(0, len(done), 500)):
+                        db.execute(f"update {db.table(JOURNAL)} set state = 'restored' where eoctl_run_id = %s "
+                                   f"and endpoint = %s and name in {in_list(part)} and state in "
+                                   "('moving', 'quarantined')", [run_id, prefix.endpoint, *part])
             prefix.prune(run_id)
         return back
 
-    return restore_run(config, COMMAND, run_id, "blobs", put_back, execute)
+    return restore_run(config, COMMAND, run_id, "blobs", put_back, execute, not_restored)
 
 
 def _garbage(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:
@@ -270,4 +305,9 @@ def gc_blobs(spark: SparkSession | Callable[[], SparkSession], config: Config, o
              progress: Callable[[str], None] = lambda _m: None) -> GcResult:
     """Plan (options.execute False) or quarantine orphaned blobs; see the module doc. `spark`: a
     session, or a function that starts one once the lease is held (see run_gc)."""
+    refuse_overlapping_prefixes(config, options.endpoints)
+    for name in options.endpoints or list(config.endpoints):  # before the lease and the run log are written
+        ep = config.endpoint(name)
+        if ep.blobs is not None and ep.store is None:
+            raise UsageError(f"endpoints.{name}: gc-blobs keeps its journal in the endpoint's store; set 'store'")
     return run_gc(spark, config, options, KIND, progress)

@@ -112,6 +112,10 @@ class Lease:
         except BaseException:
             os.close(fd)
             raise
+        holder = _holder_of_removed(Path(f"{database}.eoctl-{self.name}.lock"))
+        if holder is not None:
+            os.close(fd)
+            raise LeaseHeld(f"{self.name} is already running: {holder}")
         # who holds it, for the refusal message of the next run (not part of the lock itself)
         info = json.dumps({"run_id": self.run_id, "host": socket.gethostname(), "pid": os.getpid(),
                            "acquired_at": utcnow().isoformat(timespec="seconds")}).encode()
@@ -142,6 +146,32 @@ class Lease:
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
+
+
+def _holder_of_removed(lock: Path) -> str | None:
+    """The process that holds a flock on an earlier file of `lock`'s path that was removed while
+    held (`rm` of the lock file during a run): the new file's flock cannot see it, so without this
+    a second run would get in. Linux's /proc/locks names the pids holding flocks, and a pid's open
+    descriptors show the removed path; elsewhere None (nothing to read)."""
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            pids = {int(f[4]) for f in (line.split() for line in fh)
+                    if len(f) > 4 and f[1] == "FLOCK" and f[3] == "WRITE" and f[4].isdigit()}
+    except OSError:
+        return None
+    removed = f"{lock.resolve()} (deleted)"
+    for pid in sorted(pids):  # this process too: another lease of it may hold the removed file
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == removed:
+                    return f"pid {pid} holds the lease through its lock file {lock}, which was removed meanwhile"
+            except OSError:
+                continue
+    return None
 
 
 def _read_holder(fd: int) -> str:

@@ -6,6 +6,7 @@ fields are only ever added within a major version.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -129,7 +130,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "no check saw that record: findings about it are missing",
                      "restore the file from a backup or archive that range of the topic again; or move the file away "
                      "if the range is archived elsewhere",
-                     "`eoctl audit --select EO106` finds nothing")),
+                     "`eoctl audit --select EO106` finds nothing", "eoctl sources scan {endpoint}")),
         # registered_by_message: the incoming message whose processing registered the token or blob
         _C("EO201", "tokens", Severity.WARNING, "orphan token past the grace period (gc candidate)",
            ("token_id",), ("message_id", "registered_by_message"),
@@ -164,7 +165,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "recover the messages from their producers' side (outbox, source data); raise retention or fix the "
                      "consumer's lag; then move the group's offset to the log start (kafka-consumer-groups.sh "
                      "--reset-offsets --to-earliest)",
-                     "`eoctl audit --select EO204` finds nothing")),
+                     "`eoctl audit --select EO204` finds nothing", "eoctl sources scan {endpoint}")),
         # an entry concerns the message it processes and the messages it holds to send
         _C("EO301", "outbox", Severity.ERROR, "outbox entry pending longer than the threshold (replay candidate)",
            ("endpoint", "incoming_message_id"), ("incoming_message_id", "message_ids"),
@@ -216,7 +217,7 @@ CATALOG: dict[str, CodeInfo] = {
            remedy=_R("two messages wrote different values under one idempotency key of the sink",
                      "the sink holds one of them: which one depends on the order they arrived",
                      "trace the key's rows to find the messages, decide which value is right, and repair the row",
-                     "`eoctl audit --select EO502` no longer lists the key", "eoctl trace --by COLUMN=VALUE")),
+                     "`eoctl audit --select EO502` no longer lists the key", "eoctl trace --by {sink_key}")),
         _C("EO601", "transactions", Severity.CRITICAL, "hanging Kafka transaction: last stable offset stuck",
            ("topic", "partition", "last_stable_offset"),
            remedy=_R("a producer began a Kafka transaction and stopped without committing or aborting it (killed, "
@@ -231,19 +232,29 @@ CATALOG: dict[str, CodeInfo] = {
 }
 
 
-def fill_command(template: str, values: dict[str, Any]) -> str:
+#: the columns EO502's evidence adds after the sink's key columns
+_SINK_AGGREGATES = ("distinct_values", "values")
+
+
+def fill_command(template: str, values: dict[str, Any], options: Sequence[str] = ()) -> str:
     """`template` with each `{column}` replaced by its value, shell-quoted (a list: its items); a
-    column without a value stays an UPPERCASE placeholder."""
+    column without a value stays an UPPERCASE placeholder. `options`: the global options the user
+    ran eoctl with (--config, --engine, ...), repeated after `eoctl` so that the command works
+    when pasted where the user ran it."""
     import re
-    import shlex
+
+    from eoctl.inert import shell_word
 
     def one(match: re.Match) -> str:
         value = values.get(match[1])
         items = value if isinstance(value, (list, tuple)) else [value]
         items = [str(v) for v in items if v not in (None, "")]
-        return " ".join(shlex.quote(v) for v in items) if items else match[1].upper()
+        return " ".join(shell_word(v) for v in items) if items else match[1].upper()
 
-    return re.sub(r"\{(\w+)\}", one, template)
+    command = re.sub(r"\{(\w+)\}", one, template)
+    if options and command.startswith("eoctl "):
+        command = "eoctl " + " ".join(shell_word(o) for o in options) + command[len("eoctl"):]
+    return command
 
 
 def names_message(code: str, row: dict[str, Any]) -> set[str]:
@@ -277,7 +288,7 @@ class Finding:
     def severity(self) -> Severity:
         return self.info.severity
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, options: Sequence[str] = ()) -> dict[str, Any]:
         return {
             "code": self.code,
             "severity": self.severity.label,
@@ -288,17 +299,23 @@ class Finding:
             "evidence": self.evidence,
             "evidence_complete": self.evidence_file is None and len(self.evidence) == self.count,
             "evidence_file": self.evidence_file,
-            "remedy": self.remedy(),
+            "remedy": self.remedy(options),
         }
 
-    def remedy(self) -> dict[str, str] | None:
-        """The code's remedy with its command filled in from this finding (Remedy)."""
+    def remedy(self, options: Sequence[str] = ()) -> dict[str, str] | None:
+        """The code's remedy with its command filled in from this finding (Remedy), after the
+        global `options` the user ran eoctl with."""
         r = self.info.remedy
         if r is None:
             return None
-        values = {"endpoint": self.endpoint, **(self.evidence[0] if self.evidence else {})}
+        first = self.evidence[0] if self.evidence else {}
+        values = {"endpoint": self.endpoint, "where": self.where, **first}
+        if self.info.area == "sinks" and first:  # a sink's first key column, as trace --by takes it
+            key = next((c for c in first if c not in _SINK_AGGREGATES), None)
+            if key is not None and first[key] is not None:
+                values["sink_key"] = f"{key}={first[key]}"
         return {"cause": r.cause, "risk": r.risk, "fix": r.fix, "verify": r.verify,
-                "command": fill_command(r.command, values), "docs": self.info.anchor}
+                "command": fill_command(r.command, values, options), "docs": self.info.anchor}
 
 
 @dataclass
@@ -307,6 +324,9 @@ class AuditReport:
     run: dict[str, Any] = field(default_factory=dict)
     scanned: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the run could not use (a store without intents)
+    #: the global options the user ran eoctl with (--config, --engine, ...): every finding's next
+    #: command repeats them, so that it works where it is pasted
+    next_options: list[str] = field(default_factory=list)
     #: endpoint tables whose owner column never holds the endpoint's name (StoreLayout.misnamed):
     #: those endpoints were not judged
     misnamed: list[dict[str, Any]] = field(default_factory=list)
@@ -330,5 +350,5 @@ class AuditReport:
             "notes": self.notes,
             "misnamed": self.misnamed,
             "summary": self.summary(),
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": [f.to_dict(self.next_options) for f in self.findings],
         }

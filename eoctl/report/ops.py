@@ -6,7 +6,8 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from eoctl.report.render import TOP_EVIDENCE, more_rows, print_rows
+from eoctl.inert import inert
+from eoctl.report.render import TOP_EVIDENCE, more_rows, print_notes, print_rows
 from eoctl.secrets import redact
 
 # for the type hints only: the results' modules are the commands' own (a gc command never imports
@@ -37,8 +38,7 @@ def render_reconcile(report: ReconcileReport, console: Console) -> None:
 
     console.print(f"[bold]eoctl reconcile-tokens[/] run {report.run['id']} "
                   f"(grace {report.run['grace_seconds']}s)")
-    for note in report.notes:
-        console.print(f"[yellow]note:[/] {note}")
+    print_notes(report.notes, console)
     table = Table(title="tokens by class", title_justify="left")
     table.add_column("endpoint", style="bold")
     for c in (*TOKEN_CLASSES, "missing"):
@@ -83,8 +83,7 @@ def render_gc(result: GcResult, console: Console) -> None:
     console.print(f"[bold]eoctl {result.command}[/] run {result.run_id}: {mode}; grace {result.grace_seconds}s")
     for old in result.finished_leftovers:
         console.print(f"finished the leftovers of interrupted run {old}")
-    for note in result.notes:
-        console.print(f"[yellow]note:[/] {note}")
+    print_notes(result.notes, console)
     table = Table(title=f"garbage {what}", title_justify="left")
     for col in ("endpoint", "garbage", "planned", "removed", "skipped: young", "skipped: over limit",
                 "skipped: changed"):
@@ -120,8 +119,19 @@ def render_restore(result: RestoreResult, console: Console) -> None:
     if not result.executed:
         console.print(f"[bold]eoctl {result.command}[/] would restore run {result.run_id}: {done} to put back "
                       "(plan only, nothing changed; add --execute)")
+        _not_restored(result, console)
         return
     console.print(f"[bold]eoctl {result.command}[/] restored run {result.run_id}: {done} put back")
+    _not_restored(result, console)
+
+
+def _not_restored(result: RestoreResult, console: Console) -> None:
+    from rich.text import Text
+
+    if result.not_restored:
+        console.print(f"[bold red]{len(result.not_restored)} not restored[/] (the run stays restorable):")
+    for item in result.not_restored:
+        console.print(Text(f"  {item['endpoint']}: {inert(item['name'])}: {item['why']}"), soft_wrap=True)
 
 
 def restore_json(result: RestoreResult) -> str:
@@ -135,6 +145,7 @@ _STATUS = {"planned": "planned", "replayed": "[green]replayed[/]", "skipped": "[
 
 def render_replay(result: ReplayResult, console: Console) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     mode = "executed" if result.executed else "plan only (nothing changed; add --execute)"
     console.print(f"[bold]eoctl replay-outbox[/] run {result.run_id}: {mode}")
@@ -150,8 +161,9 @@ def render_replay(result: ReplayResult, console: Console) -> None:
         else:
             table.add_column(col, justify="right" if col in ("age", "messages") else "left")
     for o in result.outcomes:
-        table.add_row(o.endpoint, o.entry_id, _age(o.age_seconds), str(o.messages), "yes" if o.tokens_committed else "no",
-                      _STATUS[o.status], o.reason or "")
+        # the entry id and the reason come from data: plain text, inert (never markup)
+        table.add_row(o.endpoint, Text(inert(o.entry_id)), _age(o.age_seconds), str(o.messages),
+                      "yes" if o.tokens_committed else "no", _STATUS[o.status], Text(inert(o.reason or "")))
     console.print(table)
     counts = ", ".join(f"{n} {status}" for status, n in result.counts().items())
     console.print(f"{counts}; {result.duration_seconds:.1f}s" if result.executed else counts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from eoctl.inert import inert
 from eoctl.report.findings import AuditReport, Finding
 from eoctl.secrets import mask_text, redact
 
@@ -33,8 +34,9 @@ def more_rows(count: int, listed: int, evidence_file: str | None) -> str | None:
 
 
 def cell(value: Any) -> str:
-    """A value as text, whole: ids and keys are never cut."""
-    return value if isinstance(value, str) else json.dumps(value, default=str)
+    """A value as text, whole (ids and keys are never cut) and inert (eoctl.inert: a control
+    character of an id is printed escaped, and a line break never splits a row)."""
+    return inert(value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False))
 
 
 def print_rows(rows: list[dict[str, Any]], console: Console, columns: list[str] | None = None) -> None:
@@ -46,6 +48,14 @@ def print_rows(rows: list[dict[str, Any]], console: Console, columns: list[str] 
                       highlight=False)
 
 
+def print_notes(notes: list[str], console: Console, indent: str = "") -> None:
+    """`note:` lines; a note may quote data (the names a table holds): never read as markup."""
+    from rich.markup import escape
+
+    for note in notes:
+        console.print(f"{indent}[yellow]note:[/] {escape(inert(note))}", soft_wrap=True)
+
+
 def render_text(report: AuditReport, console: Console) -> None:
     from rich.table import Table
 
@@ -53,9 +63,8 @@ def render_text(report: AuditReport, console: Console) -> None:
     console.print(f"[bold]eoctl audit[/] run {report.run.get('id')}: {scanned}; endpoints "
                   f"{', '.join(report.run.get('endpoints', []))}")
     if "scan" in report.run:
-        console.print(scan_line(report.run["scan"]))
-    for note in report.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(scan_line(report.run["scan"]), markup=False)
+    print_notes(report.notes, console)
     if not report.findings:
         console.print("[green]no findings[/]")
         return
@@ -66,25 +75,27 @@ def render_text(report: AuditReport, console: Console) -> None:
         summary.add_row(code, f"[{_STYLE[row['severity']]}]{row['severity']}[/]", str(row["count"]), row["title"])
     console.print(summary)
     for f in sorted(report.findings, key=lambda f: (-f.severity, f.code, f.endpoint)):
-        _render_finding(f, console)
+        _render_finding(f, console, report.next_options)
 
 
-def _render_finding(f: Finding, console: Console) -> None:
+def _render_finding(f: Finding, console: Console, options: list[str]) -> None:
+    from rich.markup import escape
     from rich.text import Text
 
     sev = f.severity.label
-    console.print(f"\n[{_STYLE[sev]}]{f.code} {sev}[/] {f.info.title}: [bold]{f.count}[/] in {f.endpoint} ({f.where})")
+    console.print(f"\n[{_STYLE[sev]}]{f.code} {sev}[/] {f.info.title}: [bold]{f.count}[/] in {f.endpoint} "
+                  f"({escape(f.where)})")
     print_rows(f.evidence[:TOP_EVIDENCE], console)
     more = more_rows(f.count, len(f.evidence), f.evidence_file)
     if more:
         console.print(f"[dim]  {more}[/]")
-    remedy = f.remedy()
+    remedy = f.remedy(options)
     if remedy:
         console.print(f"  [bold]risk:[/] {remedy['risk']}")
         console.print(f"  [bold]what to do:[/] {remedy['fix']}")
         if remedy["command"]:
             console.print(Text.assemble(("  next: ", "bold"), remedy["command"]), soft_wrap=True)
-        console.print(f"  [dim]guide: {remedy['docs']}[/]")
+        console.print(f"  [dim]guide: {escape(remedy['docs'])}[/]", soft_wrap=True)
 
 
 def scan_line(scan: dict) -> str:
@@ -96,13 +107,16 @@ def scan_line(scan: dict) -> str:
     return f"scan: full, {scan.get('new_records')} records read from the source{reason}"
 
 
-def render_markdown(report: AuditReport) -> str:
+def render_markdown(report: AuditReport, docs_url: str | None = None) -> str:
+    """The report for an incident ticket. `docs_url`: where the findings guide is read (`[report]
+    docs_url`): each finding links to its section there; without it the guide's words stand
+    inline (a relative link breaks where the report is pasted)."""
     lines = [f"## eoctl audit {report.run.get('id')}", "",
              f"Run at {report.run.get('started_at')} over {', '.join(report.run.get('endpoints', []))}; "
              + ", ".join(f"{v} {k}" for k, v in report.scanned.items()) + " scanned.", ""]
     if "scan" in report.run:
         lines += [scan_line(report.run["scan"]).capitalize() + ".", ""]
-    lines += [f"> Note: {note}" for note in report.notes] + ([""] if report.notes else [])
+    lines += [f"> Note: {inert(note)}" for note in report.notes] + ([""] if report.notes else [])
     if not report.findings:
         return "\n".join(lines + ["No findings.", ""])
     lines += ["| code | severity | count | finding |", "|---|---|---:|---|"]
@@ -117,12 +131,15 @@ def render_markdown(report: AuditReport) -> str:
                 lines.append("| " + " | ".join(cell(row.get(c)).replace("|", "\\|") for c in cols) + " |")
             if f.count > TOP_EVIDENCE:
                 lines.append(f"\n{f.count - TOP_EVIDENCE} more rows" + (f" in `{f.evidence_file}`" if f.evidence_file else "") + ".")
-        remedy = f.remedy()
+        remedy = f.remedy(report.next_options)
         if remedy:
             lines += ["", f"**Risk:** {remedy['risk']}.", "", f"**What to do:** {remedy['fix']}."]
             if remedy["command"]:
                 lines += ["", f"**Next:** `{remedy['command']}`"]
-            lines += ["", f"Guide: [{f.code}]({remedy['docs']})"]
+            if docs_url:
+                lines += ["", f"Guide: [{f.code}]({docs_url.split('#')[0]}#{f.code.lower()})"]
+            else:
+                lines += ["", f"**Cause:** {remedy['cause']}.", "", f"**How to verify:** {remedy['verify']}."]
     return mask_text("\n".join(lines) + "\n")
 
 

@@ -7,20 +7,16 @@ import json
 from typing import Any
 
 from eoctl.config.model import Config
-from eoctl.errors import SourceError
 from eoctl.trace.model import Blob, utc
 
 
 def check_blob(config: Config, producer: str | None, uri: str, expected: str | None) -> Blob:
-    import fsspec
+    from eoctl.blobfs import open_prefix
 
     ep = config.endpoints.get(config.producing(producer) or "")
     if ep is None or ep.blobs is None:
         return Blob(producer or "?", uri, expected, None, None, "the producer has no blob prefix configured")
-    try:
-        fs, root = fsspec.core.url_to_fs(str(ep.blobs), **ep.blob_options)
-    except (ImportError, ValueError) as exc:
-        raise SourceError(f"blob prefix {ep.blobs} cannot be opened: {str(exc).splitlines()[0]}") from None
+    fs, root = open_prefix(str(ep.blobs), ep.blob_options)
     root = root.rstrip("/")
     name = uri.split(root + "/", 1)[1] if (root + "/") in uri else uri  # absolute URIs under the prefix
     path = f"{root}/{name}"

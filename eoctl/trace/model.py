@@ -150,6 +150,7 @@ class MessageTrace:
     #: why a code is in one of `findings` and `recorded_findings` but not the other, one line each
     findings_differ: list[str] = field(default_factory=list)
     timeline: list[Event] = field(default_factory=list)
+    what_to_do: str = ""  # one line under the verdict (eoctl.trace.verdict.what_to_do)
 
 
 @dataclass

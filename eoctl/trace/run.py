@@ -33,7 +33,7 @@ from eoctl.trace.model import (
 from eoctl.trace.sinks import find_by_sink_key, sink_config
 from eoctl.trace.stores import StoreLookups
 from eoctl.trace.timeline import timeline
-from eoctl.trace.verdict import decide_verdict
+from eoctl.trace.verdict import decide_verdict, what_to_do
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -173,6 +173,7 @@ def _run_trace(reader: TraceReader, config: Config, lookup: Lookup, options: Tra
             m.verdict, m.reasons = Verdict.not_judged, [
                 f"{', '.join(sorted(touched))} not judged: the configuration and the store disagree on "
                 "an endpoint's name (see the notes)"]
+        m.what_to_do = what_to_do(m)
         m.timeline = timeline(m)
     history_run = _attach_recorded_findings(config, messages, notes)
     return TraceResult(lookup, messages, scans, notes, history_run, [x.to_dict() for x in misnamed])

@@ -89,6 +89,33 @@ def decide_verdict(t: MessageTrace, hits: list[dict[str, Any]]) -> tuple[Verdict
     return Verdict.processed_once, reasons
 
 
+#: what to do about a verdict no finding decides (one line); a finding's verdict takes its remedy
+_ACTION = {
+    Verdict.processed_once: "nothing: it was processed once",
+    Verdict.never_sent: "nothing for this message; its leftover tokens and intents are garbage that gc-tokens collects",
+    Verdict.not_found: "check the id, or widen what was read (--since, --until, --full-scan)",
+    Verdict.not_judged: "fix the configuration the notes name (eoctl doctor names each table), then trace again",
+    Verdict.in_flight: "wait for the consumer; if its offset does not move, check the consumer",
+}
+
+
+def what_to_do(t: MessageTrace) -> str:
+    """The one line under a verdict: the remedy of the finding that decided it, else what the
+    verdict asks (a stuck entry: replay it)."""
+    from eoctl.report.findings import CATALOG
+
+    codes = {f["code"] for f in t.findings}
+    if t.verdict.bad:
+        code = next((c for c, v in VERDICT_OF.items() if c in codes), None)
+        remedy = CATALOG[code].remedy if code else None
+        if remedy is not None:
+            return remedy.fix
+    if t.verdict is Verdict.in_flight and "EO301" in codes:
+        remedy = CATALOG["EO301"].remedy
+        return remedy.fix if remedy else _ACTION[Verdict.in_flight]
+    return _ACTION.get(t.verdict, "")
+
+
 def _several_tokens(t: MessageTrace) -> tuple[Verdict, list[str]]:
     """EO102 on a message: processed twice when two of its tokens were used up, else about to be.
 

@@ -44,6 +44,7 @@ def test_gc_tokens_cron_run_one_json_line_and_metrics(spark_jars: Path, chaos: P
     tests/test_secrets_outputs.py; the engines' plans agree in tests/expr/test_engine_parity.py."""
     engine = ["--engine", "duckdb"]
     metrics = tmp_path / "textfile" / "eoctl_gc_tokens.prom"
+    metrics.parent.mkdir()  # node_exporter's textfile folder (a missing one: tests/cli/test_writes.py)
     result = run_eoctl("--config", str(chaos), *engine, "--format", "json", "gc-tokens", "--grace", "0s", "--execute",
                        "--metrics-file", str(metrics), env={"EOCTL_JARS_DIR": str(spark_jars)})
     assert result.code == 0, result.stderr[-2000:]

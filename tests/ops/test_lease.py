@@ -85,6 +85,35 @@ def test_a_killed_holder_s_lease_is_free_at_once(duckdb_config: Config, tmp_path
     assert os.path.exists(f"{duckdb_config.stores['s'].path}.eoctl-gc-tokens.lock")
 
 
+def test_a_lease_holds_when_its_lock_file_is_removed_during_the_run(duckdb_config: Config) -> None:
+    """`rm` of the lock file while a run holds it: a second run gets a new file and its flock,
+    and must still be refused while the first holds the removed one (in another process, and in
+    this one), then get in once it is released."""
+    lock = Path(f"{duckdb_config.stores['s'].path}.eoctl-gc-tokens.lock")
+    code = ("import sys, time, json; from eoctl.config.model import Config; from eoctl.ops.lease import Lease; "
+            "c = Config.model_validate(json.loads(sys.argv[1])); "
+            "Lease(c, 'gc-tokens', 'first').acquire(); print('held', flush=True); time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code, duckdb_config.model_dump_json(by_alias=True)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        lock.unlink()
+        with pytest.raises(LeaseHeld, match=rf"pid {holder.pid} holds the lease through its lock file .*removed"):
+            Lease(duckdb_config, "gc-tokens", "second").acquire()
+        Lease(duckdb_config, "gc-blobs", "other").acquire().release()  # another command's lease is its own
+    finally:
+        holder.kill()
+        holder.wait()
+    Lease(duckdb_config, "gc-tokens", "second").acquire().release()  # the holder is gone: free
+
+    first = Lease(duckdb_config, "gc-tokens", "first").acquire()
+    lock.unlink()
+    with pytest.raises(LeaseHeld, match="removed meanwhile"):
+        Lease(duckdb_config, "gc-tokens", "second").acquire()
+    first.release()
+    Lease(duckdb_config, "gc-tokens", "second").acquire().release()
+
+
 def _holder(config: Config, postgres, **changes) -> None:
     store = config.stores["s"]
     sets = ", ".join(f"{k} = %s" for k in changes)
