@@ -52,7 +52,7 @@ def run_audit(
     from eoctl.engine.spark_audit import SparkRun
 
     step = progress or (lambda _m: None)
-    run_id = new_run_id()
+    run_id = new_run_id(options.now)  # its time is the run's start (started_at)
     endpoints = {n: config.endpoint(n) for n in options.endpoints or list(config.endpoints)}
     _check_since_last(options)
     base = None
@@ -98,12 +98,24 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
     for code in codes:
         step(f"{code}: {CATALOG[code].title}")
         for hit in CHECKS[code](engine.scope, records, dialect):
-            count, rows, path = engine.evaluate(compile_sql(hit.evidence, dialect),
+            count, rows, path = engine.evaluate(compile_sql(in_evidence_order(code, hit.evidence), dialect),
                                                 f"{report.run['id']}-{code}-{hit.endpoint}")
             if count:
                 report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
             if code == "EO106":  # lines the scan could not read are part of what it scanned
                 report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
+
+
+def in_evidence_order(code: str, evidence):
+    """`evidence` in one order on both engines, so that a report's rows and its `next:` command
+    are the same whichever ran it: by the code's identity columns, then every other column of a
+    plain type, nulls first (Spark's default, said to DuckDB)."""
+    import ibis
+
+    schema = evidence.schema()
+    plain = [c for c, t in schema.items() if not (t.is_array() or t.is_struct() or t.is_map())]
+    first = [c for c in CATALOG[code].identity if c in plain]
+    return evidence.order_by([ibis.asc(c, nulls_first=True) for c in [*first, *[c for c in plain if c not in first]]])
 
 
 def run_audit_duckdb(config: Config, options: AuditOptions, codes: list[str],
@@ -113,7 +125,7 @@ def run_audit_duckdb(config: Config, options: AuditOptions, codes: list[str],
 
     _check_since_last(options)
     endpoints = options.endpoints or list(config.endpoints)
-    report = run_on_duckdb(config, options, codes, _run(new_run_id(), "duckdb", options, endpoints, codes),
+    report = run_on_duckdb(config, options, codes, _run(new_run_id(options.now), "duckdb", options, endpoints, codes),
                            progress or (lambda _m: None))
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     return report

@@ -27,3 +27,22 @@ def open_prefix(uri: str, options: dict[str, Any] | None = None) -> tuple[Any, s
                           f"install the fsspec implementation of {protocol}://") from None
     except ValueError as exc:
         raise SourceError(f"blob prefix {uri} cannot be opened: {str(exc).splitlines()[0]}") from None
+
+
+def linked_folders(uri: str) -> list[str]:
+    """The folders below a local blob prefix that are symbolic links, relative to it: no listing
+    goes through them (Spark's follows them, fsspec's does not), so both engines see the same
+    blobs and gc-blobs never moves a file that lives outside the prefix. Other stores have no links."""
+    import os
+    from urllib.parse import urlparse
+
+    parsed = urlparse(str(uri))
+    if parsed.scheme not in ("", "file"):
+        return []
+    root = parsed.path.rstrip("/") or "/"
+    out = []
+    for folder, dirs, _files in os.walk(root, followlinks=False):
+        for d in dirs:
+            if os.path.islink(os.path.join(folder, d)):
+                out.append(os.path.relpath(os.path.join(folder, d), root))
+    return sorted(out)

@@ -248,6 +248,8 @@ class _Doctor:
             except EoctlError as exc:
                 fix = "check the path" if isinstance(store, DuckDBStore) else "check host, port, credentials and that the server runs"
                 self.add(component, "reachable", Status.FAIL, exc.one_line(), fix)
+                for table, _kind, _columns, owner, _users in expected.get(name, []):  # said, not silently left out
+                    self.add(component, f"table {table} ({owner})", Status.SKIP, f"store {name} is not reachable")
                 continue
             if self.duck is not None and expected.get(name):
                 table = expected[name][0][0]

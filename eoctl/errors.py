@@ -45,9 +45,14 @@ class EoctlError(Exception):
 
 
 class ConfigError(EoctlError):
-    """The configuration file is missing, unreadable or invalid."""
+    """The configuration file is missing, unreadable or invalid. `problems`: every problem found,
+    one line each with its key path (the message names the first; `config check` lists them all)."""
 
     exit_code = ExitCode.USAGE
+
+    def __init__(self, message: str, *, hint: str | None = None, problems: list[str] | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = problems or []
 
 
 class UsageError(EoctlError):

@@ -40,8 +40,13 @@ def item_key(code: str, row: dict[str, Any]) -> str:
 
 def config_digest(config: Config) -> str:
     """sha256 of the resolved configuration, secrets masked (so it can be shown and compared, and
-    says nothing of a secret: a guessed one cannot be checked against it)."""
-    text = json.dumps(masked(config), sort_keys=True, default=str)
+    says nothing of a secret: a guessed one cannot be checked against it). Which engine runs it
+    (kind, master, remote: a flag away) is not the pipeline's configuration: left out, so that a
+    run on either engine names the same configuration."""
+    data = masked(config)
+    for key in ("kind", "master", "remote"):
+        data.get("engine", {}).pop(key, None)
+    text = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -180,12 +185,23 @@ def _resolve(db: Db, run_id: str) -> str:
 class RecordedRun:
     summary: RunSummary
     findings: list[dict[str, Any]]
+    scanned: dict[str, Any] = field(default_factory=dict)
+
+    def report(self) -> AuditReport:
+        """The run as its audit reported it: each finding with its title, severity and remedy."""
+        from eoctl.report.findings import Finding
+
+        s = self.summary
+        return AuditReport(
+            findings=[Finding(f["code"], f["endpoint"], f["where"], f["count"], f["evidence"], f["evidence_file"])
+                      for f in self.findings if f["code"] in CATALOG],
+            run={"id": s.run_id, "started_at": s.started_at, "endpoints": s.endpoints}, scanned=self.scanned)
 
 
 def show(config: Config, run_id: str) -> RecordedRun:
     with history_db(config, create=False) as db:
         run_id = _resolve(db, run_id)
-        r = db.execute(f"select run_id, started_at, config_digest, endpoints, counts from {db.table(RUNS)} "
+        r = db.execute(f"select run_id, started_at, config_digest, endpoints, counts, scanned from {db.table(RUNS)} "
                        "where run_id = %s", [run_id])[0]
         rows = db.execute(f"select code, severity, endpoint, location, count, evidence, evidence_complete, "
                           f"evidence_file from {db.table(FINDINGS)} where run_id = %s order by code, endpoint",
@@ -193,7 +209,8 @@ def show(config: Config, run_id: str) -> RecordedRun:
     findings = [{"code": c, "severity": s, "endpoint": e, "where": w, "count": n, "evidence": json.loads(ev),
                  "evidence_complete": complete, "evidence_file": file}
                 for c, s, e, w, n, ev, complete, file in rows]
-    return RecordedRun(RunSummary(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4])), findings)
+    return RecordedRun(RunSummary(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4])), findings,
+                       json.loads(r[5]) if r[5] else {})
 
 
 @dataclass

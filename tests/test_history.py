@@ -35,6 +35,9 @@ def test_the_config_digest_is_stable_and_hides_secrets() -> None:
         return Config.model_validate({**raw, "engine": {"conf": {account_key: key}}})
 
     assert history.config_digest(with_key("key-1")) == history.config_digest(with_key("key-2"))
+    # which engine runs it is no part of the pipeline's configuration: one digest on either
+    engines = [{"kind": "duckdb"}, {"kind": "spark", "master": "spark://h:7077"}, {"kind": "spark", "remote": "sc://h:1"}]
+    assert {history.config_digest(Config.model_validate({**raw, "engine": e})) for e in engines} == {digest}
 
 
 @pytest.mark.integration
@@ -77,6 +80,13 @@ def test_a_repair_between_two_audits_shows_as_exactly_what_it_resolved(spark, sp
     shown = json.loads(run_eoctl("--config", str(chaos.config_path), "--format", "json", "findings", "show",
                                  first.run["id"], env=env).stdout)
     assert {f["code"] for f in shown["findings"]} == {f.code for f in first.findings}
+    # the audit's report, as the audit gave it: titles, remedies, in severity order
+    assert shown["recorded_run"]["run_id"] == first.run["id"]
+    assert [f["severity"] for f in shown["findings"]] == sorted((f["severity"] for f in shown["findings"]),
+                                                               key=["critical", "error", "warning", "info"].index)
+    assert all(f["title"] and f["remedy"]["fix"] for f in shown["findings"])
+    text = run_eoctl("--config", str(chaos.config_path), "findings", "show", first.run["id"], env=env).stderr
+    assert "findings by code" in text and "what to do:" in text and "next: eoctl --config" in text
     diffed = json.loads(run_eoctl("--config", str(chaos.config_path), "--format", "json", "findings", "diff",
                                   first.run["id"], second.run["id"], env=env).stdout)
     assert diffed["totals"] == result.totals()

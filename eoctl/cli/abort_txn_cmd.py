@@ -9,7 +9,7 @@ import typer
 from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.cli.output import emit_json, progress, stderr_console
-from eoctl.errors import ExitCode
+from eoctl.errors import ExitCode, UsageError
 
 
 def abort_transaction(
@@ -29,9 +29,11 @@ def abort_transaction(
 
     app: AppContext = ctx.obj
     config = app.config()
-    for name in endpoint or []:
-        config.endpoint(name)
-    options = AbortOptions(transaction_timeout=parse_duration(transaction_timeout, "--transaction-timeout"),
+    selected = [config.endpoint(name) for name in endpoint or config.endpoints]
+    if not any(ep.input is not None and ep.input.kafka for ep in selected):
+        raise UsageError(f"no {'selected ' if endpoint else ''}endpoint reads a live Kafka topic: a topic archive holds "
+                         "no transaction to abort", hint="give an endpoint whose input has kafka = ...")
+    options = AbortOptions(now=app.started_at, transaction_timeout=parse_duration(transaction_timeout, "--transaction-timeout"),
                            endpoints=endpoint, execute=execute)
     with progress(app.output is OutputFormat.text) as step:
         def admin_for(conn):
@@ -40,7 +42,7 @@ def abort_transaction(
 
         result = abort_transactions(config, options, admin_for, step)
     if app.json:
-        emit_json(result.to_dict())
+        emit_json(result.to_dict(), run=app.run("abort-transaction", {"id": result.run_id}))
     else:
         render_abort(result, stderr_console())
     return int(ExitCode.RUNTIME if result.failed() else ExitCode.OK)

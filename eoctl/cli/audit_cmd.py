@@ -6,7 +6,7 @@ import datetime as dt
 import re
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -14,6 +14,9 @@ from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.cli.output import check_target, misnamed_exit, progress, stderr_console, write_stdout, write_whole
 from eoctl.errors import EoctlError, ExitCode, UsageError
 from eoctl.report.findings import Severity
+
+if TYPE_CHECKING:
+    from eoctl.report.findings import AuditReport
 
 #: --fail-on's choices, from the severities (help lists them)
 FailOn = Enum("FailOn", {s.label: s.label for s in Severity}, type=str)
@@ -40,14 +43,39 @@ def parse_time(text: str, flag: str) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
 
 
+def write_audit_metrics(path: Path, report: AuditReport | None) -> None:
+    """The audit's Prometheus textfile (eoctl.metrics): findings (evidence rows counted) per
+    endpoint, code and severity, with every selected code at 0 where it found nothing, so that an
+    alert sees a finding resolve; records scanned; duration. `report` None: the run failed."""
+    from eoctl.metrics import Metric, write_textfile
+
+    if report is None:
+        write_textfile(path, "eoctl_audit", [], success=False)
+        return
+    from eoctl.report.findings import CATALOG
+
+    found: dict[tuple[str, str], int] = {}
+    for f in report.findings:
+        found[(f.endpoint, f.code)] = found.get((f.endpoint, f.code), 0) + f.count
+    samples = [({"endpoint": ep, "code": code, "severity": CATALOG[code].severity.label}, found.get((ep, code), 0))
+               for ep in report.run.get("endpoints", []) for code in report.run.get("codes", [])]
+    write_textfile(path, "eoctl_audit", [
+        Metric("findings", "findings of the last audit (evidence rows), per endpoint, code and severity", samples),
+        Metric("records_scanned", "records the last audit read", [({}, report.scanned.get("records", 0))]),
+        Metric("misnamed_tables", "endpoint tables whose rows carry other names (not judged: exit 6)",
+               [({}, len(report.misnamed))]),
+        Metric("duration_seconds", "wall time of the last audit", [({}, report.run.get("duration_seconds", 0))]),
+    ], success=True)
+
+
 def audit(
     ctx: typer.Context,
     select: Annotated[Optional[list[str]], typer.Option("--select", metavar="CODE", help="codes or prefixes to run (EO102, EO2); repeatable")] = None,
     ignore: Annotated[Optional[list[str]], typer.Option("--ignore", metavar="CODE", help="codes or prefixes to skip; repeatable")] = None,
     endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="audit only these endpoints; repeatable")] = None,
-    grace: Annotated[str, typer.Option(metavar="DURATION", help="orphan tokens and blobs younger than this are not findings")] = "24h",
-    stuck_after: Annotated[str, typer.Option("--stuck-after", metavar="DURATION", help="outbox entries pending longer are stuck")] = "15m",
-    transaction_timeout: Annotated[str, typer.Option("--transaction-timeout", metavar="DURATION", help="open Kafka transactions older than this hang")] = "15m",
+    grace: Annotated[Optional[str], typer.Option(metavar="DURATION", help="orphan tokens and blobs younger than this are not findings (default: [audit] grace, else 24h)", show_default=False)] = None,
+    stuck_after: Annotated[Optional[str], typer.Option("--stuck-after", metavar="DURATION", help="outbox entries pending longer are stuck (default: [audit] stuck_after, else 15m)", show_default=False)] = None,
+    transaction_timeout: Annotated[Optional[str], typer.Option("--transaction-timeout", metavar="DURATION", help="open Kafka transactions older than this hang (default: [audit] transaction_timeout, else 15m)", show_default=False)] = None,
     ranges: Annotated[Optional[list[str]], typer.Option("--range", metavar="RANGE", help="only TOPIC:PARTITION[:START[:END]]; repeatable")] = None,
     since: Annotated[Optional[str], typer.Option(metavar="TIME", help="only records at or after this ISO time")] = None,
     until: Annotated[Optional[str], typer.Option(metavar="TIME", help="only records before this ISO time")] = None,
@@ -56,6 +84,8 @@ def audit(
     evidence_rows: Annotated[int, typer.Option("--evidence-rows", min=1, metavar="N", help="evidence rows kept in the report per finding")] = 1000,
     record: Annotated[bool, typer.Option("--record/--no-record", help="record the run in the findings history")] = True,
     since_last: Annotated[bool, typer.Option("--since-last", help="read from the source only the offsets added since the last recorded run; the rest from its record index")] = False,
+    metrics_file: Annotated[Optional[Path], typer.Option("--metrics-file", metavar="PATH", help="write Prometheus textfile-collector metrics (findings per endpoint, code and severity; records; duration; last success)")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no report or progress on stderr, only errors and warnings (cron: the exit code, --output and --metrics-file say the rest)")] = False,
 ) -> int:
     """Scan the configured topics, stores, blob prefixes and sinks (read-only) and report every
     finding of the catalog with its evidence; exit 1 when one is at or above --fail-on."""
@@ -74,32 +104,44 @@ def audit(
         config.endpoint(name)  # unknown endpoint: usage error before Spark starts
     if since_last and (ranges or since or until):
         raise UsageError("--since-last continues a full scan: it does not combine with --range, --since or --until")
+    if metrics_file is not None:
+        check_target(metrics_file, "--metrics-file")  # before the run, not after it
     evidence_dir = None
     if output is not None:
         check_target(output, "--output")  # before the run, not after it
         evidence_dir = output.resolve().parent / f"{output.stem}-evidence"
     options = AuditOptions(
-        grace=parse_duration(grace, "--grace"), stuck_after=parse_duration(stuck_after, "--stuck-after"),
-        transaction_timeout=parse_duration(transaction_timeout, "--transaction-timeout"),
+        now=app.started_at,  # the run's start: its id's time, and what ages are counted to
+        # flag > the configuration's [audit] > the built-in default
+        grace=parse_duration(grace or config.audit.grace, "--grace"),
+        stuck_after=parse_duration(stuck_after or config.audit.stuck_after, "--stuck-after"),
+        transaction_timeout=parse_duration(transaction_timeout or config.audit.transaction_timeout,
+                                           "--transaction-timeout"),
         endpoints=endpoint or None, ranges=[parse_range(r) for r in ranges or []] or None,
         since=parse_time(since, "--since") if since else None, until=parse_time(until, "--until") if until else None,
         evidence_rows=evidence_rows, evidence_dir=evidence_dir, since_last=since_last,
         keep_index=record and since_last,  # an index costs a copy of the records: only for those who continue
     )
     audited = [config.endpoint(n) for n in endpoint or config.endpoints]
-    check_ranges([ep.input for ep in audited if ep.input], options.ranges)  # before Spark starts
+    check_ranges([ep.input for ep in audited if ep.input], options.ranges, config)  # before Spark starts
     on_duckdb = config.engine.kind == "duckdb"
-    with progress(app.output is OutputFormat.text) as step:
-        if on_duckdb:
-            from eoctl.config import paths
+    try:
+        with progress(app.output is OutputFormat.text, quiet=quiet) as step:
+            if on_duckdb:
+                from eoctl.config import paths
 
-            paths.require_paths(config)  # a missing file is one line, as on Spark
-            report = run_audit_duckdb(config, options, codes, step)
-        else:
-            step("starting Spark")
-            spark = app.spark()
-            report = run_audit(spark, config, options, codes, step)
+                paths.require_paths(config)  # a missing file is one line, as on Spark
+                report = run_audit_duckdb(config, options, codes, step)
+            else:
+                step("starting Spark")
+                spark = app.spark()
+                report = run_audit(spark, config, options, codes, step)
+    except Exception:  # known or not, cron's monitoring must see the failure
+        if metrics_file is not None:
+            write_audit_metrics(metrics_file, None)
+        raise
     report.next_options = app.next_options()
+    report.run = app.run("audit", report.run)  # the envelope every command's JSON has
     reason = report.run.get("scan", {}).get("reason")
     if reason:
         stderr_console().print(f"eoctl: {reason}")
@@ -133,11 +175,14 @@ def audit(
             render_text(report, Console(file=buffer, width=160, highlight=False, color_system=None))
             text = buffer.getvalue()
         write_whole(output, text, "--output")  # never a half-written report
-        stderr_console().print(f"report written to {output}", markup=False)
+        if not quiet:
+            stderr_console().print(f"report written to {output}", markup=False)
     elif text is not None:
         write_stdout(text)
-    else:
+    elif not quiet:
         render_text(report, stderr_console())
+    if metrics_file is not None:
+        write_audit_metrics(metrics_file, report)
     if misnamed is not None:
         return misnamed
     worst = report.worst()

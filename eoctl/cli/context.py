@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -33,6 +34,8 @@ class AppContext:
     remote: str | None = None
     engine: str | None = None  # --engine
     format_given: bool = False  # --format on the command line (else an --output's extension decides)
+    #: when the command started: every JSON envelope's run times and duration count from here
+    started_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc))
     _config: Config | None = field(default=None, repr=False)
     _spark: Any = field(default=None, repr=False)
 
@@ -47,6 +50,31 @@ class AppContext:
             return self.output
         return {".json": OutputFormat.json, ".md": OutputFormat.markdown,
                 ".markdown": OutputFormat.markdown}.get(output.suffix.lower(), OutputFormat.text)
+
+    def run(self, command: str, own: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The `run` of every command's JSON (one envelope): id, command, engine, started_at,
+        finished_at, duration_seconds, config_digest; `own`: what the command's result says of its
+        run (its id, times, engine and anything else it adds, which is kept)."""
+        from eoctl.run_ids import new_run_id
+
+        own = dict(own or {})
+        finished = dt.datetime.now(dt.timezone.utc)
+        config = self._config
+        digest = None
+        if config is not None:
+            from eoctl.history import config_digest
+
+            digest = config_digest(config)
+        run = {
+            "id": own.pop("id", None) or own.pop("run_id", None) or new_run_id(self.started_at),
+            "command": command,
+            "engine": own.pop("engine", None) or (config.engine.kind if config is not None else None),
+            "started_at": own.pop("started_at", None) or self.started_at.isoformat(),
+            "finished_at": own.pop("finished_at", None) or finished.isoformat(),
+            "duration_seconds": round((finished - self.started_at).total_seconds(), 3),
+            "config_digest": digest,
+        }
+        return {**run, **own}
 
     def next_options(self) -> list[str]:
         """The global options a command eoctl prints as the next to run repeats (the configuration

@@ -20,7 +20,7 @@ def doctor(ctx: typer.Context) -> int:
     with progress(not app.json) as step:
         report = run_doctor(config, lambda: app.spark(require_paths=False), step)  # it checks paths itself
     if app.json:
-        emit_json(report.to_dict(), schema="eoctl.doctor/v1")
+        emit_json(report.to_dict(), schema="eoctl.doctor/v1", run=app.run("doctor"))
     else:
         render_doctor(report, stderr_console())
     return int(ExitCode.OK if report.ok else ExitCode.FINDINGS)

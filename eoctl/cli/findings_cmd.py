@@ -24,7 +24,8 @@ def list_runs(ctx: typer.Context,
     app_ctx: AppContext = ctx.obj
     found = runs(app_ctx.config(), limit)
     if app_ctx.json:
-        emit_json({"runs": [asdict(r) for r in found]}, schema="eoctl.findings-list/v1")
+        emit_json({"runs": [asdict(r) for r in found]}, schema="eoctl.findings-list/v1",
+                  run=app_ctx.run("findings list"))
     else:
         render_runs(found, stderr_console())
     return 0
@@ -40,10 +41,16 @@ def show(ctx: typer.Context, run: Annotated[str, typer.Argument(metavar="RUN_ID"
 
     app_ctx: AppContext = ctx.obj
     recorded = show_run(app_ctx.config(), run)
+    report = recorded.report()
+    report.next_options = app_ctx.next_options()
+    ordered = sorted(report.findings, key=lambda f: (-f.severity, f.code, f.endpoint))  # as the audit shows them
     if app_ctx.json:
-        emit_json({"run": asdict(recorded.summary), "findings": recorded.findings}, schema="eoctl.findings-show/v1")
+        # `run` is this command's (the envelope); the audit run shown is `recorded_run`
+        emit_json({"recorded_run": asdict(recorded.summary), "scanned": report.scanned,
+                   "findings": [f.to_dict(report.next_options) for f in ordered]},
+                  schema="eoctl.findings-show/v1", run=app_ctx.run("findings show"))
     else:
-        render_recorded(recorded, stderr_console())
+        render_recorded(recorded, report, stderr_console())
     return 0
 
 
@@ -62,7 +69,8 @@ def diff(ctx: typer.Context,
     result = diff_runs(app_ctx.config(), run_a, run_b)
     if app_ctx.json:
         emit_json({"run_a": result.run_a, "run_b": result.run_b, "totals": result.totals(),
-                   "changes": [asdict(c) for c in result.changes]}, schema="eoctl.findings-diff/v1")
+                   "changes": [asdict(c) for c in result.changes]}, schema="eoctl.findings-diff/v1",
+                  run=app_ctx.run("findings diff"))
     else:
         render_diff(result, stderr_console())
     return 0

@@ -12,10 +12,11 @@ from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.cli.output import (
     check_target,
     emit_json,
+    emit_json_line,
+    enveloped,
     misnamed_exit,
     progress,
     stderr_console,
-    write_stdout,
     write_whole,
 )
 from eoctl.errors import ExitCode
@@ -44,7 +45,7 @@ def reconcile_tokens(
         check_target(output, "--output")  # before the run, not after it
     evidence_dir = output.resolve().parent / f"{output.stem}-evidence" if output else None
     args = {"endpoints": endpoint, "grace": parse_duration(grace, "--grace"), "evidence_rows": evidence_rows,
-            "evidence_dir": evidence_dir}
+            "evidence_dir": evidence_dir, "now": app.started_at}
     with progress(app.output is OutputFormat.text) as step:
         if config.engine.kind == "duckdb":
             from eoctl.config import paths
@@ -56,10 +57,13 @@ def reconcile_tokens(
     if output is not None:
         import json
 
-        write_whole(output, json.dumps(reconcile_json(report), indent=2, default=str) + "\n", "--output")
+        from eoctl.secrets import redact
+
+        document = enveloped(reconcile_json(report), run=app.run("reconcile-tokens", report.run))
+        write_whole(output, json.dumps(redact(document), indent=2, default=str) + "\n", "--output")
         stderr_console().print(f"report written to {output}", markup=False)
     if app.json:
-        emit_json(reconcile_json(report))
+        emit_json(reconcile_json(report), run=app.run("reconcile-tokens", report.run))
     else:
         render_reconcile(report, stderr_console())
     return misnamed_exit(report.misnamed, said=not app.json) or 0
@@ -82,12 +86,12 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
     if restore is not None:
         result = module.restore(config, restore, execute)
         if app.json:
-            write_stdout(restore_json(result) + "\n")
+            emit_json_line(restore_json(result), run=app.run(command))  # the run restored: restore.run_id
         else:
             render_restore(result, stderr_console())
         # something left in the quarantine: said, and not a success (the run stays restorable)
         return int(ExitCode.RUNTIME) if result.not_restored and result.executed else 0
-    options = GcOptions(grace=parse_duration(grace, "--grace"), max_deletes=max_deletes, batch_size=batch_size,
+    options = GcOptions(now=app.started_at, grace=parse_duration(grace, "--grace"), max_deletes=max_deletes, batch_size=batch_size,
                         retention=parse_duration(retention, "--retention"), endpoints=endpoint, execute=execute,
                         evidence_rows=evidence_rows)
     run = module.gc_tokens if command == "gc-tokens" else module.gc_blobs
@@ -108,7 +112,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
     if metrics_file is not None:
         write_metrics(metrics_file, result, success=True)
     if app.json:
-        write_stdout(gc_json(result) + "\n")
+        emit_json_line(gc_json(result), run=app.run(command, {"id": result.run_id}))
     else:
         render_gc(result, stderr_console())
     return misnamed_exit(result.misnamed, said=not app.json) or 0

@@ -27,7 +27,7 @@ def list_jars(ctx: typer.Context) -> int:
 
     coords = [str(c) for c in runtime_coordinates(_engine(ctx.obj))]
     if ctx.obj.json:
-        emit_json({"coordinates": coords}, schema="eoctl.jars/v1")
+        emit_json({"coordinates": coords}, schema="eoctl.jars/v1", run=ctx.obj.run("jars list"))
     else:
         for c in coords:
             stderr_console().print(c)
@@ -42,7 +42,8 @@ def fetch(ctx: typer.Context, dest: Annotated[Path, typer.Argument(metavar="DEST
 
     jars = fetch_jars(_engine(ctx.obj), dest)
     if ctx.obj.json:
-        emit_json({"dest": str(dest.resolve()), "jars": [j.name for j in jars]}, schema="eoctl.jars/v1")
+        emit_json({"dest": str(dest.resolve()), "jars": [j.name for j in jars]}, schema="eoctl.jars/v1",
+                  run=ctx.obj.run("jars fetch"))
     else:
         stderr_console().print(f"{len(jars)} jars in {dest.resolve()}; set EOCTL_JARS_DIR={dest.resolve()}")
     return 0

@@ -21,6 +21,7 @@ from eoctl.cli import (
     gc_cmd,
     jars_cmd,
     replay_cmd,
+    runs_cmd,
     sources_cmd,
     trace_cmd,
 )
@@ -96,7 +97,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    # the help uses the terminal's whole width (click caps it at 80 and cuts command summaries to
+    # fit); piped, the width is COLUMNS or 80
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 1000},
 )
 
 # Every sub-app is registered here and only here.
@@ -104,6 +107,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(sources_cmd.app, name="sources")
 app.add_typer(jars_cmd.app, name="jars")
 app.add_typer(findings_cmd.app, name="findings")
+app.add_typer(runs_cmd.app, name="runs")
 _CHAOS = "eoctl --config samples/chaos/eoctl.toml"
 app.command("audit", epilog=example(f"{_CHAOS} audit --grace 0s --fail-on critical",
                                     f"{_CHAOS} --format json audit --since-last"))(audit_cmd.audit)

@@ -42,8 +42,8 @@ def stderr_console() -> Console:
     from rich.console import Console
 
     console = Console(file=MaskedStderr(), highlight=False, soft_wrap=False)
-    if not console.is_terminal:  # logs and CI: wide rows rather than 80-column wrapping
-        console.width = 160
+    if not console.is_terminal:  # logs, pipes, CI: a line is never wrapped (an id split in two finds nothing)
+        console.width = 1000
     return console
 
 
@@ -122,12 +122,24 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def emit_json(data: Any, schema: str | None = None) -> None:
-    """One JSON document on stdout, secrets masked; `schema` (every command's JSON names its own,
-    `eoctl.<command>/v1`) leads the object."""
-    if schema is not None:
-        data = {"schema": schema, **{k: v for k, v in data.items() if k != "schema"}}
-    write_stdout(json.dumps(redact(data), indent=2, default=_plain, sort_keys=False) + "\n")
+def enveloped(data: dict[str, Any], schema: str | None = None, run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every command's JSON in one envelope: `schema` (`eoctl.<command>/v1`) first, then `run`
+    (AppContext.run: id, command, engine, times, duration, config digest), then the rest."""
+    schema = schema or data.get("schema")
+    head: dict[str, Any] = {"schema": schema} if schema else {}
+    if run is not None:
+        head["run"] = run
+    return {**head, **{k: v for k, v in data.items() if k not in head}}
+
+
+def emit_json(data: Any, schema: str | None = None, run: dict[str, Any] | None = None) -> None:
+    """One JSON document on stdout, secrets masked, in the envelope (enveloped)."""
+    write_stdout(json.dumps(redact(enveloped(data, schema, run)), indent=2, default=_plain, sort_keys=False) + "\n")
+
+
+def emit_json_line(data: dict[str, Any], schema: str | None = None, run: dict[str, Any] | None = None) -> None:
+    """The same envelope on one line (gc and replay: cron mails and log collectors read it whole)."""
+    write_stdout(json.dumps(redact(enveloped(data, schema, run)), default=_plain, separators=(",", ":")) + "\n")
 
 
 def write_stdout(text: str) -> None:
@@ -153,11 +165,11 @@ def write_stdout(text: str) -> None:
 
 
 @contextmanager
-def progress(enabled: bool = True) -> Iterator[Callable[[str], None]]:
+def progress(enabled: bool = True, quiet: bool = False) -> Iterator[Callable[[str], None]]:
     """On a terminal, a spinner on stderr whose text the work updates (`enabled`: text output).
     Elsewhere (cron, a pipe, CI), whatever the format: one line per phase on stderr with the time
     since the command started, `eoctl: [12.3s] reading the store tables`, and the total at the
-    end, so a long run under cron is never silent for minutes."""
+    end, so a long run under cron is never silent for minutes. `quiet` (audit --quiet): neither."""
     from eoctl import interrupts
 
     def phase(show: Callable[[str], None]) -> Callable[[str], None]:
@@ -168,8 +180,8 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str], None]]:
 
         return step
 
-    if stderr_is_terminal():
-        if not enabled:
+    if quiet or stderr_is_terminal():
+        if quiet or not enabled:
             yield phase(lambda _msg: None)
             return
         with stderr_console().status("starting") as status:

@@ -8,7 +8,7 @@ import typer
 
 from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
-from eoctl.cli.output import stderr_console, stderr_is_terminal, write_stdout
+from eoctl.cli.output import emit_json_line, stderr_console, stderr_is_terminal
 from eoctl.errors import ExitCode
 
 
@@ -32,8 +32,8 @@ def replay_outbox(
     config = app.config()
     for name in endpoint or []:
         config.endpoint(name)
-    options = ReplayOptions(stuck_after=parse_duration(stuck_after, "--stuck-after"), endpoints=endpoint,
-                            entries=entry, max_entries=max_entries, rate=rate, execute=execute)
+    options = ReplayOptions(now=app.started_at, stuck_after=parse_duration(stuck_after, "--stuck-after"),
+                            endpoints=endpoint, entries=entry, max_entries=max_entries, rate=rate, execute=execute)
     if app.output is OutputFormat.text and stderr_is_terminal():
         from rich.progress import Progress
 
@@ -44,7 +44,7 @@ def replay_outbox(
     else:
         result = replay(config, options)
     if app.json:
-        write_stdout(replay_json(result) + "\n")
+        emit_json_line(replay_json(result), run=app.run("replay-outbox", {"id": result.run_id}))
     else:
         render_replay(result, stderr_console())
     counts = result.counts()

@@ -54,7 +54,7 @@ def scan(
     config = app_ctx.config()
     offset_ranges = [parse_range(r) for r in ranges or []]
     source = config.endpoint(endpoint).input
-    check_ranges([source] if source else [], offset_ranges)
+    check_ranges([source] if source else [], offset_ranges, config)
     with progress(not app_ctx.json) as step:
         if config.engine.kind == "duckdb":
             from eoctl.config import paths
@@ -69,7 +69,7 @@ def scan(
             step(f"reading {endpoint}'s input")
             summary = summarize_input(spark, config, endpoint, offset_ranges or None)
     if app_ctx.json:
-        emit_json(summary.to_dict(), schema="eoctl.sources-scan/v1")
+        emit_json(summary.to_dict(), schema="eoctl.sources-scan/v1", run=ctx.obj.run("sources scan"))
     else:
         render_summary(summary, stderr_console())
     return 0

@@ -60,7 +60,7 @@ def trace(
         step("tracing")
         result = run_trace(spark, config, lookup, options)
     if app.json:
-        emit_json(result.to_dict())
+        emit_json(result.to_dict(), run=app.run("trace"))
     else:
         from eoctl.report.trace import render_trace
 

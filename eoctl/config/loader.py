@@ -69,10 +69,28 @@ def _format_location(loc: tuple[Any, ...]) -> str:
     return "".join(parts)
 
 
+def _nearest_key(key: str) -> str | None:
+    """The configuration key `key` was most likely meant as (difflib), of every key the model has."""
+    import difflib
+
+    from pydantic import BaseModel
+
+    from eoctl.config import model
+
+    known: set[str] = set()
+    for value in vars(model).values():
+        if isinstance(value, type) and issubclass(value, BaseModel) and value is not BaseModel:
+            for name, field in value.model_fields.items():
+                known.add(field.alias or name)
+    found = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+    return found[0] if found else None
+
+
 def _describe(error: Any) -> str:
     kind, msg, loc = error["type"], error["msg"], _format_location(error["loc"])
     if kind == "extra_forbidden":
-        return f"unknown key '{loc}'"
+        near = _nearest_key(str(error["loc"][-1]))
+        return f"unknown key '{loc}'" + (f" (did you mean '{near}'?)" if near else "")
     if kind == "missing":
         return f"{loc}: required key is missing"
     if kind == "union_tag_invalid":
@@ -155,9 +173,10 @@ def load_config(
     try:
         return Config.model_validate(raw, context={"base_dir": path.resolve().parent, "source": path.resolve()})
     except ValidationError as exc:
-        errors = exc.errors()
-        more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-        raise ConfigError(f"{path}: {_describe(errors[0])}{more}") from None
+        problems = [_describe(e) for e in exc.errors()]
+        more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''}: eoctl config check " \
+               "lists them)" if len(problems) > 1 else ""
+        raise ConfigError(f"{path}: {problems[0]}{more}", problems=problems) from None
 
 
 # Free-form option tables hold settings under client-specific names (sasl.jaas.config, s3fs

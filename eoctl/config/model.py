@@ -385,6 +385,23 @@ class HistoryConfig(Strict):
     )
 
 
+class AuditConfig(Strict):
+    """The audit's defaults, for every run of this configuration (a flag given wins)."""
+
+    grace: str = Field("24h", description="orphan tokens and blobs younger than this are not findings (90s, 15m, 24h, 7d)")
+    stuck_after: str = Field("15m", description="outbox entries pending longer are stuck")
+    transaction_timeout: str = Field("15m", description="open Kafka transactions older than this hang")
+
+    @field_validator("grace", "stuck_after", "transaction_timeout")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        import re
+
+        if not re.fullmatch(r"\d+(\.\d+)?[smhd]?", value.strip().lower()):
+            raise ValueError(f"expected a duration like 90s, 15m, 24h or 7d, got {value!r}")
+        return value.strip().lower()
+
+
 class ReportConfig(Strict):
     """How reports refer to the findings guide."""
 
@@ -407,6 +424,7 @@ class Config(Strict):
     ops: OpsConfig = OpsConfig()
     history: HistoryConfig = Field(default_factory=dict, validate_default=True)  # type: ignore[arg-type]
     report: ReportConfig = ReportConfig()
+    audit: AuditConfig = AuditConfig()
     _source: Path | None = PrivateAttr(default=None)
 
     @property

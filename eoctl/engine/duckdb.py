@@ -15,12 +15,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eoctl.errors import SourceError
+from eoctl.sources.archive import check_archive_files
 from eoctl.sources.records import PROTOCOL_COLUMNS
 
 if TYPE_CHECKING:
     import duckdb
 
 #: the normalized record schema (eoctl.sources.records), as DuckDB types
+#: columns every topic archive file has at its top level, and nothing else there names
+PLACE_COLUMNS = ("topic", "partition", "offset", "headers")
+
 RECORD_SQL_TYPES = {
     "topic": "VARCHAR",
     "partition": "INTEGER",
@@ -143,11 +147,8 @@ def read_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, fmt: str,
         raise SourceError(f"the DuckDB engine reads Parquet and JSON topic archives; {path} is {fmt}")
     files = archive_files(path, fmt) if files is None else files
     listed = ", ".join(f"'{_sql_text(f)}'" for f in files)
+    check_archive_files(path, misfit_parquet_files(con, files))
     columns = _parquet_columns(con, listed)
-    missing = [c for c in RECORD_SQL_TYPES if c not in columns]
-    if missing:
-        raise SourceError(f"records lack the Kafka record columns {', '.join(missing)}",
-                          hint="expected topic, partition, offset, timestamp, key, value, headers")
     # A timestamp Spark wrote is an instant (TIMESTAMP WITH TIME ZONE here): its UTC wall time,
     # as Spark shows it.
     select = ", ".join((sql_utc_wall_time(_ident(c), columns[c]) if t == "TIMESTAMP" else f"CAST({_ident(c)} AS {t})")
@@ -191,7 +192,11 @@ def _read_json_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, top
     one parse of the lines, so they always agree. Each file is read whole (read_text): a JSON
     archive's files are as large as the writer's rolling makes them."""
     files = archive_files(path, "json") if files is None else files
+    files, originals = _as_utf8(con, files)
     listed = ", ".join(repr_sql(f) for f in files)
+    # a file read through its UTF-8 copy is named as the archive's file
+    filename = ("CASE filename " + " ".join(f"WHEN {repr_sql(c)} THEN {repr_sql(o)}" for c, o in originals.items())
+                + " ELSE filename END") if originals else "filename"
     place = ("topic", "partition", "offset")
     j = "text"
     headers_ok = (f"(json_type({j}, '$.headers') IS NULL OR json_type({j}, '$.headers') = 'NULL' OR "
@@ -201,7 +206,7 @@ def _read_json_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, top
     fields_ok = " AND ".join([_field_decodes(j, "$.partition", "INTEGER"), _field_decodes(j, "$.offset", "BIGINT"),
                               _field_decodes(j, "$.timestamp", "TIMESTAMP"), headers_ok])
     con.execute(f"""CREATE OR REPLACE VIEW {_ident(view + '_lines')} AS
-        WITH raw AS (SELECT filename AS file, string_split(content, chr(10)) AS parts FROM read_text([{listed}])),
+        WITH raw AS (SELECT {filename} AS file, string_split(content, chr(10)) AS parts FROM read_text([{listed}])),
         numbered AS (SELECT file, generate_subscripts(parts, 1) AS line, unnest(parts) AS raw_text FROM raw),
         lines AS (SELECT file, line, rtrim(raw_text, chr(13)) AS text FROM numbered WHERE trim(raw_text) <> ''),
         objects AS (SELECT *, coalesce(json_valid(text), false) AND json_type(CASE WHEN json_valid(text) THEN text
@@ -233,6 +238,52 @@ def _read_json_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, top
                substr(text, 1, 200) AS text
         FROM {_ident(view + '_lines')} WHERE (NOT decodes OR NOT ({placed}))
         {' AND (topic IS NULL OR topic IN (' + ', '.join(repr_sql(t) for t in topics) + '))' if topics else ''}""")
+
+
+def _as_utf8(con: duckdb.DuckDBPyConnection, files: list[str]) -> tuple[list[str], dict[str, str]]:
+    """`files`, each that is not valid UTF-8 (binary garbage among its lines) replaced by a copy in
+    the run's folder whose invalid bytes are U+FFFD, as Spark's text reader decodes them: its lines
+    are then judged one by one (EO106 for those that are not records), not the file rejected
+    whole. Returns the files to read and copy -> the archive's file."""
+    listed = ", ".join(repr_sql(f) for f in files)
+    bad = [r[0] for r in con.execute(f"SELECT filename FROM read_blob([{listed}]) "
+                                     "WHERE try(decode(content)) IS NULL").fetchall()]
+    if not bad:
+        return files, {}
+    import fsspec
+
+    from eoctl.scratch import run_dir
+
+    folder = run_dir() / f"utf8-{uuid.uuid4().hex[:8]}"
+    folder.mkdir()
+    copies: dict[str, str] = {}
+    for i, name in enumerate(bad):
+        with fsspec.open(name, "rb") as fh:
+            text = fh.read().decode("utf-8", errors="replace")
+        copy = folder / f"{i}.json"
+        copy.write_text(text, encoding="utf-8")
+        copies[str(copy)] = name
+    return [next((c for c, o in copies.items() if o == f), f) for f in files], copies
+
+
+def misfit_parquet_files(con: duckdb.DuckDBPyConnection, files: list[str]) -> list[tuple[str, list[str]]]:
+    """(file, the record columns it lacks) of each Parquet file of `files` that is no topic archive
+    file, from the files' footers (one query: DuckDB reads every footer of a scan anyway). A file
+    of another schema beside good ones made DuckDB's scan fail mid-way, and Spark's read on with
+    its rows dropped; alone, it was named by nothing."""
+    listed = ", ".join(repr_sql(f) for f in files)
+    try:
+        rows = con.execute(f"SELECT file_name, list(DISTINCT name) FROM parquet_schema([{listed}]) "
+                           "GROUP BY file_name ORDER BY file_name").fetchall()
+    except Exception as exc:  # a file cut short or of another format: main() names it, as on Spark
+        from eoctl.engine.errors import describe
+
+        if describe(str(exc)) is not None:
+            raise
+        raise SourceError(f"topic archive cannot be read as parquet: {str(exc).splitlines()[0]}") from None
+    # nested fields are listed too (headers' key and value): the columns only a record has at top
+    # level are what tells one apart
+    return [(str(f), missing) for f, names in rows if (missing := [c for c in PLACE_COLUMNS if c not in names])]
 
 
 def _parquet_columns(con: duckdb.DuckDBPyConnection, listed: str) -> dict[str, str]:

@@ -424,7 +424,11 @@ def list_blobs(con: duckdb.DuckDBPyConnection, uri: str, view: str, with_hash: b
     try:
         if not fs.exists(root):  # as Spark's listing of a missing path
             raise SourceError(f"blob prefix {uri} cannot be listed: it does not exist")
-        listed = visible_files(fs, root)
+        # a symbolic link to a file is a blob (its target's content and time, as Hadoop reads it); one
+        # to a folder is never gone through: as on Spark
+        # (eoctl.blobfs.linked_folders), no blob outside the prefix is listed or moved
+        listed = [(path, info) for path, info in visible_files(fs, root)
+                  if info.get("type") == "file" or (info.get("islink") and fs.isfile(path))]
     except (OSError, ValueError) as exc:
         raise SourceError(f"blob prefix {uri} cannot be listed: {exc}") from None
     prefix = prefix_path(uri)

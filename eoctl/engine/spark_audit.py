@@ -177,6 +177,8 @@ def list_blobs(spark: SparkSession, uri: str, with_hash: bool) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.utils import AnalysisException
 
+    from eoctl.blobfs import linked_folders
+
     prefix = prefix_path(uri)
     try:
         # gc-blobs (or the pipeline) may move a blob away between Spark's listing and its read:
@@ -186,6 +188,10 @@ def list_blobs(spark: SparkSession, uri: str, with_hash: bool) -> DataFrame:
     except AnalysisException as exc:
         raise SourceError(f"blob prefix {uri} cannot be listed: {str(exc).splitlines()[0]}") from None
     rel = F.expr(f"substring(path, instr(path, '{prefix}') + {len(prefix)})")
+    # Hadoop's local listing goes through symbolic links to folders; eoctl does not (a blob there
+    # lives outside the prefix, and the DuckDB engine's listing does not): their files are left out
+    for folder in linked_folders(uri):
+        files = files.where(~rel.startswith(folder + "/"))
     sha = F.sha2("content", 256) if with_hash else F.lit(None).cast("string")
     return files.select(rel.alias("name"), F.col("length").alias("size"), F.col("modificationTime").alias("modified"),
                         sha.alias("actual_sha256"))

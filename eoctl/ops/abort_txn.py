@@ -133,7 +133,7 @@ def abort_transactions(config: Config, options: AbortOptions,
     from eoctl.ops.common import run_changing
 
     started = time.monotonic()
-    run_id = new_run_id()
+    run_id = new_run_id(options.now)
     timeout = int(options.transaction_timeout.total_seconds())
     progress("asking the brokers for last stable offsets")
     hanging = find_hanging(config, options)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -12,11 +10,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from eoctl.config.model import Config, EndpointConfig
-from eoctl.errors import Interrupted, SourceError
+from eoctl.errors import Interrupted
 from eoctl.interrupts import deferred
 from eoctl.ops.lease import Lease, RunLog
 from eoctl.run_ids import new_run_id
-from eoctl.secrets import mask_text
 from eoctl.stores.layout import StoreLayout
 
 
@@ -204,7 +201,7 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
     `spark`: a SparkSession, or a function that starts one: it is called only when the plan needs
     it, after the lease is held, so a run refused by the lease never starts Spark (on the DuckDB
     engine it is never called)."""
-    run_id = new_run_id()
+    run_id = new_run_id(options.now)
     grace = int(options.grace.total_seconds())
     layout = StoreLayout(config)
 
@@ -328,45 +325,15 @@ def restore_run(config: Config, command: str, run_id: str, what: str, put_back: 
 
 
 def write_metrics(path: Path, result: GcResult, success: bool) -> None:
-    """Prometheus textfile-collector format, written atomically (the collector never reads half a file).
-    `last_success_timestamp_seconds` is carried over from the previous file when this run failed."""
-    name = result.command.replace("-", "_")
-    previous_success = None
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.startswith(f"eoctl_{name}_last_success_timestamp_seconds "):
-                previous_success = line.split()[1]
-    lines: list[str] = []
+    """gc's Prometheus textfile (eoctl.metrics): per endpoint, what was planned, removed and left."""
+    from eoctl.metrics import Metric, write_textfile
 
-    def metric(metric_name: str, kind: str, help_text: str, samples: list[tuple[str, Any]]) -> None:
-        lines.append(f"# HELP eoctl_{name}_{metric_name} {help_text}")
-        lines.append(f"# TYPE eoctl_{name}_{metric_name} {kind}")
-        for labels, value in samples:
-            lines.append(f"eoctl_{name}_{metric_name}{labels} {value}")
-
-    if success:
-        for key, help_text in (("planned", "items planned for removal (garbage past the grace period)"),
-                               ("deleted", "items removed (journaled or quarantined first)"),
-                               ("skipped_young", "garbage left because it is younger than the grace period"),
-                               ("skipped_over_limit", "garbage left for the next run by --max-deletes"),
-                               ("skipped_changed", "items that changed between plan and delete")):
-            # per endpoint only: a total beside labelled series would be double-counted by sum()
-            metric(key, "gauge", help_text, [(f'{{endpoint="{t.endpoint}"}}', getattr(t, key)) for t in result.tallies])
-        metric("duration_seconds", "gauge", "wall time of the last run", [("", round(result.duration_seconds, 3))])
-    metric("last_run_success", "gauge", "1 when the last run succeeded", [("", 1 if success else 0)])
-    metric("last_run_timestamp_seconds", "gauge", "when the last run ended", [("", int(time.time()))])
-    last = str(int(time.time())) if success else previous_success
-    if last is not None:
-        metric("last_success_timestamp_seconds", "gauge", "when a run last succeeded", [("", last)])
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(mask_text("\n".join(lines) + "\n"))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:  # a full disk, a folder gone or not writable: one line, nothing half-written
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise SourceError(f"--metrics-file {path} cannot be written: {reason}") from None
+    metrics = [Metric(key, help_text, [({"endpoint": t.endpoint}, getattr(t, key)) for t in result.tallies])
+               # per endpoint only: a total beside labelled series would be double-counted by sum()
+               for key, help_text in (("planned", "items planned for removal (garbage past the grace period)"),
+                                      ("deleted", "items removed (journaled or quarantined first)"),
+                                      ("skipped_young", "garbage left because it is younger than the grace period"),
+                                      ("skipped_over_limit", "garbage left for the next run by --max-deletes"),
+                                      ("skipped_changed", "items that changed between plan and delete"))]
+    metrics.append(Metric("duration_seconds", "wall time of the last run", [({}, round(result.duration_seconds, 3))]))
+    write_textfile(path, "eoctl_" + result.command.replace("-", "_"), metrics, success)

@@ -306,8 +306,8 @@ def gc_blobs(spark: SparkSession | Callable[[], SparkSession], config: Config, o
     """Plan (options.execute False) or quarantine orphaned blobs; see the module doc. `spark`: a
     session, or a function that starts one once the lease is held (see run_gc)."""
     refuse_overlapping_prefixes(config, options.endpoints)
-    for name in options.endpoints or list(config.endpoints):  # before the lease and the run log are written
-        ep = config.endpoint(name)
+    for name in (options.endpoints or list(config.endpoints)) if options.execute else ():
+        ep = config.endpoint(name)  # before the lease and the run log are written (a plan writes neither)
         if ep.blobs is not None and ep.store is None:
             raise UsageError(f"endpoints.{name}: gc-blobs keeps its journal in the endpoint's store; set 'store'")
     return run_gc(spark, config, options, KIND, progress)

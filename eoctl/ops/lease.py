@@ -212,6 +212,22 @@ class RunLog:
                               "and run_id <> %s order by started_at", [command, current])
         return [r[0] for r in rows]
 
+    def runs(self, limit: int = 20, command: str | None = None) -> list[dict[str, Any]]:
+        """The newest runs (of `command`, when given), newest first: id, command, times, status and
+        summary. Read only: a store no run has used yet has none (nothing is created)."""
+        with open_db(store_named(self.config, self.config.control_store()), read_only=True) as db:
+            if db.columns(RUNS) is None:
+                return []
+            where, params = (" where command = %s", [command]) if command else ("", [])
+            rows = db.execute(f"select run_id, command, started_at, finished_at, status, summary from "
+                              f"{db.table(RUNS)}{where} order by started_at desc, run_id desc limit %s",
+                              [*params, limit])
+        out = []
+        for run_id, cmd, started, finished, status, summary in rows:
+            out.append({"id": run_id, "command": cmd, "started_at": started, "finished_at": finished,
+                        "status": status, "summary": json.loads(summary) if summary else None})
+        return out
+
     def get(self, run_id: str) -> tuple[str, str] | None:
         """(command, status) of a run, or None."""
         with self._db() as db:

@@ -66,7 +66,7 @@ def run_reconcile(spark: Any, config: Config, *, endpoints: list[str] | None = N
 
     options = AuditOptions(grace=grace, evidence_rows=evidence_rows, evidence_dir=evidence_dir,
                            **({"now": now} if now else {}))
-    run_id = new_run_id()
+    run_id = new_run_id(options.now)
     report = ReconcileReport(run={"id": run_id, "engine": config.engine.kind, "started_at": options.now.isoformat(),
                                   "grace_seconds": int(grace.total_seconds())})
     engine = open_run(spark, config, options, progress)

@@ -358,7 +358,7 @@ def replay(config: Config, options: ReplayOptions,
            progress: Callable[[int, int, str], None] = lambda _done, _total, _what: None) -> ReplayResult:
     """Plan (list the stuck entries) or, with options.execute, replay each; `progress(done, total, what)`."""
     started = time.monotonic()
-    run_id = new_run_id()
+    run_id = new_run_id(options.now)
     layout = StoreLayout(config)
     if not options.execute:
         refuse_misnamed(layout)

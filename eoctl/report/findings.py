@@ -88,7 +88,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "many of them cost throughput",
                      "nothing to repair; if they grow, look at the consumer group's rebalances and commit interval",
                      "the trace's verdict is processed once", "eoctl trace {message_id}")),
-        _C("EO102", "topics", Severity.CRITICAL, "one message id under several tokens: will be processed twice",
+        _C("EO102", "topics", Severity.CRITICAL, "one message id under several tokens: processed twice, or about to be",
            ("topic", "message_id"), ("message_id",),
            remedy=_R("the sender dispatched the same message again with a newly generated token (a token regenerated "
                      "after a crash, or a resend that bypassed the outbox)",

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from eoctl.history import FindingsDiff, RecordedRun, RunSummary
-from eoctl.report.render import TOP_EVIDENCE, cell, print_rows
+from eoctl.report.render import cell
 
 if TYPE_CHECKING:  # Rich is imported by what renders: JSON output never needs it
     from rich.console import Console
+
+    from eoctl.report.findings import AuditReport
 
 
 def render_runs(runs: list[RunSummary], console: Console) -> None:
@@ -19,19 +21,18 @@ def render_runs(runs: list[RunSummary], console: Console) -> None:
         table.add_column(col, no_wrap=col == "run")
     for r in runs:
         counts = ", ".join(f"{c} {n}" for c, n in sorted(r.counts.items())) or "none"
-        table.add_row(r.run_id, str(r.started_at), r.config_digest, ", ".join(r.endpoints), counts)
+        table.add_row(r.run_id, _iso(r.started_at), r.config_digest, ", ".join(r.endpoints), counts)
     console.print(table)
 
 
-def render_recorded(run: RecordedRun, console: Console) -> None:
+def render_recorded(run: RecordedRun, report: AuditReport, console: Console) -> None:
+    """A recorded run as its audit showed it: the summary by code, then each finding with its
+    evidence, risk, what to do and the next command (eoctl.report.render)."""
+    from eoctl.report.render import render_text
+
     s = run.summary
-    console.print(f"[bold]audit run {s.run_id}[/] at {s.started_at} (config {s.config_digest}) over "
-                  f"{', '.join(s.endpoints)}")
-    if not run.findings:
-        console.print("[green]no findings[/]")
-    for f in run.findings:
-        console.print(f"\n{f['code']} {f['severity']}: [bold]{f['count']}[/] in {f['endpoint']} ({f['where']})")
-        print_rows(f["evidence"][:TOP_EVIDENCE], console)
+    console.print(f"recorded at {_iso(s.started_at)}, configuration {s.config_digest}", markup=False)
+    render_text(report, console)
 
 
 def render_diff(result: FindingsDiff, console: Console) -> None:
@@ -50,3 +51,29 @@ def render_diff(result: FindingsDiff, console: Console) -> None:
         for kind, items in (("new", c.new), ("resolved", c.resolved)):
             for item in items[:5]:
                 console.print(f"  {kind:8} {c.code} {c.endpoint}: {cell(item)}")
+
+
+def _iso(value: object) -> str:
+    """A time as ISO 8601, as the JSON writes it (with the `T` and its offset)."""
+    import datetime as dt
+
+    return value.isoformat() if isinstance(value, dt.datetime) else str(value)
+
+
+def render_change_runs(runs: list[dict], console: Console) -> None:
+    """The runs of the commands that change things, newest first (eoctl runs list)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if not runs:
+        console.print("no run of gc-tokens, gc-blobs, replay-outbox or abort-transaction is recorded yet")
+        return
+    table = Table(title="runs", title_justify="left")
+    for col in ("run id", "command", "started", "status", "what it did"):
+        table.add_column(col, no_wrap=col == "run id")
+    for r in runs:
+        s = r.get("summary") or {}
+        did = ", ".join(f"{k} {s[k]}" for k in ("planned", "deleted", "purged", "replayed", "skipped", "aborted")
+                        if isinstance(s.get(k), int))
+        table.add_row(Text(r["id"]), r["command"], _iso(r["started_at"]), r["status"], did)
+    console.print(table)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -106,9 +105,9 @@ def render_gc(result: GcResult, console: Console) -> None:
                       f"purged {result.purged} past the retention; {result.duration_seconds:.1f}s")
 
 
-def gc_json(result: GcResult) -> str:
-    """One line: cron mails and log collectors read it whole."""
-    return json.dumps(redact({"schema": GC_SCHEMA, **result.summary()}), default=str, separators=(",", ":"))
+def gc_json(result: GcResult) -> dict[str, Any]:
+    """gc's JSON (one line on stdout: cron mails and log collectors read it whole)."""
+    return {"schema": GC_SCHEMA, **result.summary()}
 
 
 def render_restore(result: RestoreResult, console: Console) -> None:
@@ -134,8 +133,8 @@ def _not_restored(result: RestoreResult, console: Console) -> None:
         console.print(Text(f"  {item['endpoint']}: {inert(item['name'])}: {item['why']}"), soft_wrap=True)
 
 
-def restore_json(result: RestoreResult) -> str:
-    return json.dumps(redact({"schema": GC_SCHEMA, "restore": asdict(result)}), separators=(",", ":"))
+def restore_json(result: RestoreResult) -> dict[str, Any]:
+    return {"schema": GC_SCHEMA, "restore": asdict(result)}
 
 
 REPLAY_SCHEMA = "eoctl.replay-outbox/v1"
@@ -203,6 +202,6 @@ def render_abort(result: Any, console: Console) -> None:
                   f"; {result.duration_seconds:.1f}s")
 
 
-def replay_json(result: ReplayResult) -> str:
+def replay_json(result: ReplayResult) -> dict[str, Any]:
     """One line, like gc's: the summary with one object per entry (replayed, skipped and why, ...)."""
-    return json.dumps(redact({"schema": REPLAY_SCHEMA, **result.summary()}), default=str, separators=(",", ":"))
+    return {"schema": REPLAY_SCHEMA, **result.summary()}

@@ -28,7 +28,8 @@ def render_doctor(report: DoctorReport, console: Console) -> None:
     console.print(table)
     c = report.counts()
     verdict = "[green]all checks passed[/]" if report.ok else f"[bold red]{c['fail']} check(s) failed[/]"
-    console.print(f"{verdict}: {c['ok']} ok, {c['fail']} failed, {c['skip']} skipped")
+    console.print(f"{verdict}: {c['ok']} ok, {c['warn']} warning{'s' if c['warn'] != 1 else ''}, {c['fail']} failed, "
+                  f"{c['skip']} skipped")
 
 
 def render_summary(summary: InputSummary, console: Console) -> None:
@@ -54,5 +55,20 @@ def render_summary(summary: InputSummary, console: Console) -> None:
 
 
 def render_mapping(data: Any, console: Console) -> None:
-    """The resolved configuration, as indented JSON (already masked by the caller)."""
-    console.print_json(json.dumps(data, default=str))
+    """The resolved configuration (already masked by the caller) as human text: one `key = value`
+    line per setting, by its full key path, in the file's order."""
+    for key, value in _flattened(data, ""):
+        console.print(f"{key} = {value}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _flattened(data: Any, prefix: str):
+    if isinstance(data, dict):
+        if not data and prefix:
+            yield prefix, "{}"
+        for k, v in data.items():
+            yield from _flattened(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(data, list) and any(isinstance(v, dict) for v in data):
+        for i, v in enumerate(data):
+            yield from _flattened(v, f"{prefix}[{i}]")
+    else:
+        yield prefix, json.dumps(data, default=str, ensure_ascii=False)

@@ -15,16 +15,35 @@ if TYPE_CHECKING:
 __all__ = ["OffsetRange", "check_ranges", "input_committed_offsets", "read_input"]
 
 
-def check_ranges(inputs: list[TopicInput], ranges: list[OffsetRange] | None) -> None:
-    """A --range on a topic none of `inputs` reads would scan nothing and look like a clean topic:
-    a usage error naming the topics there are."""
-    from eoctl.errors import UsageError
+def check_ranges(inputs: list[TopicInput], ranges: list[OffsetRange] | None, config: Config | None = None) -> None:
+    """A --range on a topic none of `inputs` reads, or on a partition its topic does not have,
+    would scan nothing and look like a clean topic: a usage error naming what there is. The
+    partitions are the broker's for a live topic (`config` given), the committed offsets' for an
+    archive (a partition without one is not checked)."""
+    from eoctl.errors import EoctlError, UsageError
 
     topics = sorted({t for source in inputs for t in source.topics})
     for r in ranges or []:
         if r.topic not in topics:
             raise UsageError(f"--range {r.topic}:{r.partition}: no endpoint audited reads topic {r.topic!r} "
                              f"(topics read: {', '.join(topics) or 'none'})")
+        source = next(s for s in inputs if r.topic in s.topics)
+        try:
+            if source.kafka and config is not None:
+                from eoctl.sources.kafka import topic_partitions
+
+                partitions = topic_partitions(config.kafka[source.kafka], [r.topic])[r.topic]
+            elif not source.kafka:
+                partitions = sorted(archive_committed_offsets(source).get(r.topic, {}))
+            else:
+                continue
+        except EoctlError:  # the read names what is wrong with the input itself
+            continue
+        if partitions and r.partition not in partitions:
+            shown = f"{partitions[0]}-{partitions[-1]}" if partitions == list(range(partitions[0], partitions[-1] + 1)) \
+                else ", ".join(map(str, partitions))
+            raise UsageError(f"--range {r.topic}:{r.partition}: topic {r.topic!r} has no partition {r.partition} "
+                             f"(partitions: {shown})")
 
 
 def read_input(

@@ -44,6 +44,46 @@ def _json_schema(binary_payload: bool = True):
     return StructType([*fields, StructField(_CORRUPT, StringType())])
 
 
+#: what a topic archive file holds, said when one does not
+RECORD_COLUMNS_TEXT = "topic, partition, offset, timestamp, key, value, headers"
+
+
+def check_archive_files(archive: str, misfits: list[tuple[str, list[str]]]) -> None:
+    """SourceError (exit 3) naming the first file of `archive` that is no topic archive file (file,
+    the record columns it lacks), from an engine's reading of the files' footers; both engines
+    say it alike."""
+    if misfits:
+        file, missing = misfits[0]
+        if file.startswith("file:"):
+            file = file[len("file://"):] if file.startswith("file://") else file[len("file:"):]
+        more = f" (and {len(misfits) - 1} more file{'s' if len(misfits) > 2 else ''})" if len(misfits) > 1 else ""
+        raise SourceError(f"topic archive {archive}: {file} is not a topic archive file: it lacks the record "
+                          f"column{'s' if len(missing) > 1 else ''} {', '.join(missing)}{more}",
+                          hint=f"expected columns {RECORD_COLUMNS_TEXT}; move the file out of the archive")
+
+
+def _misfit_local_parquet(files: list[str]) -> list[tuple[str, list[str]]]:
+    """(file, the record columns it lacks) of each local Parquet file of `files` that is no topic
+    archive file, from its footer (Spark takes one file's schema for all and reads a file of
+    another schema as rows of nulls, which the topic filter then drops in silence). Files on
+    remote filesystems are left to Spark."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for file in files:
+        if not file.startswith("file:"):
+            continue
+        local = file[len("file://"):] if file.startswith("file://") else file[len("file:"):]
+        try:
+            names = set(pq.read_schema(local).names)
+        except (OSError, ValueError):  # cut short or not Parquet: Spark's read names it (engine.errors)
+            continue
+        missing = [c for c in ("topic", "partition", "offset", "headers") if c not in names]
+        if missing:
+            out.append((file, missing))
+    return sorted(out)
+
+
 def read_archive(spark: SparkSession, path: str, fmt: str, topics: list[str] | None = None) -> DataFrame:
     """Records of the archive at `path`, normalized; only `topics` when given."""
     from pyspark.sql import functions as F
@@ -56,6 +96,8 @@ def read_archive(spark: SparkSession, path: str, fmt: str, topics: list[str] | N
             df = raw.where(decoded).drop(_CORRUPT)
         else:
             df = spark.read.format(fmt).load(path)
+            if fmt == "parquet":
+                check_archive_files(path, _misfit_local_parquet(df.inputFiles()))
         df = normalize(df)
     except AnalysisException as exc:
         raise SourceError(f"topic archive {path} cannot be read as {fmt}: {str(exc).splitlines()[0]}") from None

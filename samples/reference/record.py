@@ -69,9 +69,15 @@ path = "eoctl-history.duckdb"
 """
 
 
+#: a recorded run's audit defaults (eoctl.toml [audit])
+RECORDED_AUDIT = '''
+[audit]  # a recorded run: its blobs' file times are the checkout's (git sets them), not the run's,
+grace = "0s"  # so age is no signal here; a pipeline's own config keeps the default 24h or its own
+'''
+
 CONFIG = HEADER + chaos_config(stores=duckdb_stores("state.duckdb"), blobs="blobs/billing",
                                orders_input='topics = ["orders"]\narchive = "topics/orders"',
-                               invoices_input='topics = ["invoices"]\narchive = "topics/invoices"')
+                               invoices_input='topics = ["invoices"]\narchive = "topics/invoices"') + RECORDED_AUDIT
 
 
 def archive_topic(bootstrap: str, topic: str, group: str, dest: Path, name: str) -> int:

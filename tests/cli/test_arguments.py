@@ -41,3 +41,12 @@ def test_a_duration_past_what_a_clock_holds_is_a_usage_error_not_a_crash() -> No
                      "--grace", "99999999999999999d")
     assert proc.code == ExitCode.USAGE
     assert proc.stderr.strip() == "eoctl: error: --grace '99999999999999999d': too long (at most 999999999d)"
+
+
+def test_a_range_on_a_partition_the_topic_does_not_have_names_the_partitions_there_are() -> None:
+    chaos = str(REPO / "samples" / "chaos" / "eoctl.toml")
+    for command in (("audit", "--no-record"), ("sources", "scan", "billing")):
+        proc = run_eoctl("--config", chaos, "--engine", "duckdb", *command, "--range", "orders:7")
+        assert proc.code == ExitCode.USAGE
+        assert proc.stderr.strip() == ("eoctl: error: --range orders:7: topic 'orders' has no partition 7 "
+                                       "(partitions: 0-1)")

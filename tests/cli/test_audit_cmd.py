@@ -111,3 +111,57 @@ def test_bad_evidence_becomes_eo105_never_a_crash(spark, tmp_path: Path) -> None
     assert problems == {1: "protocol header is not UTF-8", 2: "eo-blobs is not a JSON list of {uri, sha256}",
                         3: "eo-sequence is not an integer", 4: "missing eo-message-id or eo-token-id header"}
     assert [f.code for f in report.findings] == ["EO105"]
+
+
+@pytest.mark.integration
+def test_audit_for_cron_quiet_with_metrics_that_follow_the_findings(tmp_path: Path) -> None:
+    """--quiet leaves stderr to errors; --metrics-file holds every selected code per endpoint (0 where
+    nothing was found, so a resolved finding's alert clears), the records and the outcome; a failed
+    run keeps the last success's time."""
+    import re
+    import shutil
+
+    folder = tmp_path / "chaos"
+    shutil.copytree(Path(CHAOS).parent, folder, ignore=shutil.ignore_patterns("eoctl-history*"))
+    args = ("--config", str(folder / "eoctl.toml"), "--engine", "duckdb")
+    metrics = tmp_path / "eoctl_audit.prom"
+    quiet = run_eoctl(*args, "audit", "--no-record", "--quiet", "--metrics-file", str(metrics))
+    assert quiet.code == 1 and quiet.stderr == "" and quiet.stdout == ""
+    report = json.loads(run_eoctl(*args, "-f", "json", "audit", "--no-record").stdout)
+    text = metrics.read_text()
+    samples = {m.group(1, 2): int(m.group(3)) for m in re.finditer(
+        r'^eoctl_audit_findings\{endpoint="([^"]+)",code="(EO\d+)",severity="\w+"\} (\d+)$', text, re.MULTILINE)}
+    expected = {(f["endpoint"], f["code"]): f["count"] for f in report["findings"]}
+    assert {k: v for k, v in samples.items() if v} == expected
+    assert len(samples) == len(report["run"]["endpoints"]) * len(report["run"]["codes"])  # the zeros too
+    assert f"eoctl_audit_records_scanned {report['scanned']['records']}" in text
+    assert "eoctl_audit_last_run_success 1" in text
+    last = re.search(r"^eoctl_audit_last_success_timestamp_seconds (\d+)$", text, re.MULTILINE).group(1)
+
+    shutil.rmtree(folder / "topics" / "orders")  # the next run fails
+    failed = run_eoctl(*args, "audit", "--no-record", "--quiet", "--metrics-file", str(metrics))
+    assert failed.code == 3 and failed.stderr.startswith("eoctl: error:")
+    text = metrics.read_text()
+    assert "eoctl_audit_last_run_success 0" in text and f"eoctl_audit_last_success_timestamp_seconds {last}" in text
+    assert "eoctl_audit_findings{" not in text  # no stale findings under a failed run
+
+
+@pytest.mark.integration
+def test_the_chaos_sample_shows_every_fault_of_its_ledger_from_a_fresh_clone(tmp_path: Path) -> None:
+    """A clone's files carry the checkout's time: the sample's [audit] grace = "0s" keeps its
+    orphan blob an EO401 however recent the clone; a flag still wins over the configuration."""
+    import os
+    import shutil
+    import time
+
+    folder = tmp_path / "chaos"
+    shutil.copytree(Path(CHAOS).parent, folder, ignore=shutil.ignore_patterns("eoctl-history*"))
+    for blob in (folder / "blobs").rglob("*"):
+        os.utime(blob, (time.time(), time.time()))  # as git checks them out
+    ledger = [json.loads(line) for line in (folder / "ledger.jsonl").read_text().splitlines()]
+    expected = {code for entry in ledger for code in entry.get("expect", [])}
+    args = ("--config", str(folder / "eoctl.toml"), "--engine", "duckdb", "-f", "json", "audit", "--no-record")
+    found = {f["code"] for f in json.loads(run_eoctl(*args).stdout)["findings"]}
+    assert "EO401" in expected and expected <= found, expected - found
+    flagged = json.loads(run_eoctl(*args, "--grace", "24h").stdout)
+    assert "EO401" not in {f["code"] for f in flagged["findings"]} and flagged["run"]["grace_seconds"] == 86400

@@ -25,11 +25,13 @@ def test_config_check_names_every_missing_path(tmp_path: Path) -> None:
     config = _broken(tmp_path)
     text = run_eoctl("--config", str(config), "config", "check")
     assert text.code == 3
-    errors = [line for line in text.stderr.splitlines() if line.startswith("eoctl: error:")]
-    assert errors == [
-        f"eoctl: error: endpoints.billing.input.archive: archive folder {config.parent}/topics/ordrs does not exist",
-        f"eoctl: error: endpoints.billing.blobs: blob folder {config.parent}/blobs/biling does not exist",
+    # every problem first, under one line that never says valid; then the configuration resolved
+    assert text.stderr.splitlines()[:3] == [
+        f"eoctl: error: {config}: 2 problems",
+        f"  - endpoints.billing.input.archive: archive folder {config.parent}/topics/ordrs does not exist",
+        f"  - endpoints.billing.blobs: blob folder {config.parent}/blobs/biling does not exist",
     ]
+    assert f"{config}: valid" not in text.stderr and f'endpoints.billing.blobs = "file://{config.parent}/blobs/biling"' in text.stderr
     as_json = run_eoctl("--config", str(config), "--format", "json", "config", "check")
     assert as_json.code == 3 and len(json.loads(as_json.stdout)["missing_paths"]) == 2
     fine = run_eoctl("--config", str(REPO / "samples" / "chaos" / "eoctl.toml"), "config", "check")

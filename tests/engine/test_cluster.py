@@ -52,6 +52,7 @@ def _scan(live_config: Path, spark_jars: Path, *engine_flags: str) -> dict:
     assert result.code == 0, result.stderr[-2000:]
     scanned = json.loads(result.stdout)
     assert scanned.pop("schema") == "eoctl.sources-scan/v1"
+    assert scanned.pop("run")["command"] == "sources scan"  # the envelope; the rest is the summary
     return scanned
 
 

@@ -93,6 +93,18 @@ def test_duckdb_finds_what_spark_finds_and_the_ground_truth_on_a_generated_state
     config = load_config(tmp_path / "state" / "eoctl.toml")
     by_spark, by_duckdb = _both(spark, config)
     assert by_duckdb == by_spark
+    # the first rows a report shows, in order, and the next command filled from the first: the same
+    options = settled()
+    options.evidence_rows = 3
+    codes = select_codes(None, None)
+
+    def shown(report) -> list:
+        return sorted((f.code, f.endpoint, f.where, json.dumps(f.evidence, sort_keys=True, default=str),
+                       (f.remedy() or {}).get("command")) for f in report.findings)
+
+    first_spark, first_duckdb = shown(run_audit(spark, config, options, codes)), shown(run_audit_duckdb(config, options, codes))
+    assert first_duckdb == first_spark
+    assert any(code == "EO202" and len(json.loads(rows)) == 3 for code, _, _, rows, _ in first_spark)
     for code, expected in truth["codes"].items():
         assert sum(n for (c, _, _), (n, _rows) in by_duckdb.items() if c == code) == expected["count"], code
     on_spark, on_duckdb = _both_reconciled(spark, config)

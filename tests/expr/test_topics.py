@@ -157,11 +157,14 @@ def _item_keys(report) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("damage", ["cut short", "binary garbage"])
 @pytest.mark.parametrize("engine", ["spark", "duckdb"])
-def test_undecodable_archive_lines_are_a_finding_until_repaired(spark, tmp_path: Path, engine: str) -> None:
-    """A JSON archive (as Spark writes one) with a line cut short, on either engine: every other
-    finding is what the intact archive gives, the line is EO106 by file and line, `scanned` counts
-    it, and --since-last names it until the file is repaired."""
+def test_undecodable_archive_lines_are_a_finding_until_repaired(spark, tmp_path: Path, engine: str,
+                                                                damage: str) -> None:
+    """A JSON archive (as Spark writes one) with a line cut short, or a line of bytes that are not
+    UTF-8 (DuckDB rejected the whole file), on either engine: every other finding is what the
+    intact archive gives, the line is EO106 by file and line, `scanned` counts it, and
+    --since-last names it until the file is repaired."""
     from eoctl import incremental
     from eoctl.audit import run_audit_duckdb
     from tests.helpers.chaos import recorded_copy, settled
@@ -180,7 +183,12 @@ def test_undecodable_archive_lines_are_a_finding_until_repaired(spark, tmp_path:
         old.unlink()
     part = orders / "part-0.json"
     lines = next((tmp_path / "as-json").glob("part-*.json")).read_text().splitlines()
-    part.write_text("\n".join([*lines[:10], lines[10][:60], *lines[10:]]) + "\n")
+    garbage = "\ufffd\ufffd garbage \ufffd"  # as both engines read b"\xff\xfe garbage \x80"
+    if damage == "cut short":
+        part.write_text("\n".join([*lines[:10], lines[10][:60], *lines[10:]]) + "\n")
+    else:
+        part.write_bytes("\n".join(lines[:10]).encode() + b"\n\xff\xfe garbage \x80\n"
+                         + "\n".join(lines[10:]).encode() + b"\n")
     chaos.config_path.write_text(chaos.config_path.read_text().replace(
         'archive = "topics/orders"', 'archive = "topics/orders"\narchive_format = "json"'))
     config = load_config(chaos.config_path)
@@ -197,7 +205,8 @@ def test_undecodable_archive_lines_are_a_finding_until_repaired(spark, tmp_path:
     for report in (audited(), audited(since_last=True)):
         (eo106,) = [f for f in report.findings if f.code == "EO106"]
         assert (eo106.endpoint, eo106.where, eo106.count) == ("billing", str(orders), 1)
-        assert eo106.evidence == [{"file": str(part), "line": 11, "text": lines[10][:60],
+        assert eo106.evidence == [{"file": str(part), "line": 11,
+                                   "text": lines[10][:60] if damage == "cut short" else garbage,
                                    "problem": "not a record: malformed JSON or a field of the wrong type"}]
         others = {k: v for k, v in _item_keys(report).items() if k[0] != "EO106"}
         assert others == _item_keys(intact)

@@ -100,3 +100,32 @@ def test_a_restore_puts_back_exactly_what_was_quarantined_or_says_what_it_could_
     assert json.loads(second.stdout)["restore"]["restored"]["blobs"] == 1
     assert _entries(chaos.blobs) == before  # every link back, pointing where it pointed
     assert not (chaos.blobs / ".eoctl-quarantine").exists()
+
+
+def test_a_symlinked_folder_in_a_blob_prefix_is_listed_alike_on_both_engines_and_never_moved(
+        spark, tmp_path: Path) -> None:
+    """Hadoop's listing went through a link to a folder (and gc-blobs would move what lives outside
+    the prefix); the DuckDB engine's hashed the link itself (IsADirectoryError). Neither lists it."""
+    import dataclasses
+
+    from eoctl.audit import run_audit, run_audit_duckdb, select_codes
+    from tests.helpers.chaos import settled
+    from tests.helpers.findings import canonical
+
+    chaos = recorded_copy(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "elsewhere.txt").write_text("not a blob of this prefix\n")
+    (chaos.blobs / "linked").symlink_to(outside, target_is_directory=True)
+    options = dataclasses.replace(settled(), evidence_rows=100_000)
+    codes = select_codes(["EO4"], None)
+    on_spark = run_audit(spark, load_config(chaos.config_path), options, codes)
+    on_duckdb = run_audit_duckdb(load_config(chaos.config_path, overrides={"kind": "duckdb"}), options, codes)
+    assert canonical(on_spark) == canonical(on_duckdb)
+    names = {row["name"] for f in on_duckdb.findings if f.code == "EO401" for row in f.evidence}
+    assert names and not any(n.startswith("linked") for n in names)
+
+    gc = _gc(chaos.config_path, "--execute", "--grace", "0s")
+    assert gc.code == 0, gc.stderr[-2000:]
+    assert (outside / "elsewhere.txt").read_text() == "not a blob of this prefix\n"
+    assert (chaos.blobs / "linked").is_symlink()

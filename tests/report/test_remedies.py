@@ -26,6 +26,7 @@ def test_the_guide_in_docs_is_the_one_the_declarations_give() -> None:
     for code, info in CATALOG.items():
         r = info.remedy
         assert r is not None and all([r.cause, r.risk, r.fix, r.verify]), code
+        assert r.command.startswith("eoctl "), f"{code}: a finding says the first command to run"
         assert f"\n## {code}\n" in findings_guide()
 
 

@@ -49,7 +49,8 @@ def test_archive_round_trip(spark, archive_df, tmp_path: Path, fmt: str) -> None
 def test_archive_without_record_columns_is_a_clear_error(spark, tmp_path: Path) -> None:
     path = str(tmp_path / "not-an-archive")
     spark.createDataFrame([(1, "a")], "id int, name string").write.parquet(path)
-    with pytest.raises(SourceError, match="lack the Kafka record columns topic, partition, offset"):
+    with pytest.raises(SourceError, match="is not a topic archive file: it lacks the record columns topic, "
+                                          "partition, offset"):
         read_archive(spark, path, "parquet")
 
 

@@ -34,3 +34,26 @@ def test_a_truncated_file_is_one_line_naming_it_on_both_engines(spark_jars: Path
     assert result.code == 3, result.stderr[-2000:]
     [line] = without_progress(result.stderr)
     assert line.startswith(expected.format(path=path)), line
+
+
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+@pytest.mark.parametrize("alone", [False, True])
+def test_a_file_of_another_schema_in_an_archive_is_one_line_naming_it_on_both_engines(
+        spark_jars: Path, tmp_path: Path, engine: str, alone: bool) -> None:
+    """Beside good files, DuckDB's scan failed mid-way (an internal error) and Spark read on,
+    dropping its rows; alone, it was named by nothing. Both now name the file and the archive."""
+    import duckdb
+
+    chaos = recorded_copy(tmp_path)
+    archive = chaos.config_path.parent / "topics" / "orders"
+    wrong = archive / "zz-export.parquet"
+    duckdb.sql(f"copy (select 1 as order_id, 'x' as note) to '{wrong}' (format parquet)")
+    if alone:
+        (archive / "part-0.parquet").unlink()
+    result = run_eoctl("--config", str(chaos.config_path), "--engine", engine, "audit", "--no-record",
+                       env={"EOCTL_JARS_DIR": str(spark_jars)})
+    assert result.code == 3, result.stderr[-2000:]
+    [line] = without_progress(result.stderr)
+    assert line == (f"eoctl: error: topic archive {archive}: {wrong} is not a topic archive file: it lacks the "
+                    "record columns topic, partition, offset, headers (expected columns topic, partition, offset, "
+                    "timestamp, key, value, headers; move the file out of the archive)"), line

@@ -141,6 +141,9 @@ def test_every_command_refuses_a_renamed_endpoint_of_shared_tables(request, tmp_
 
     text = _cli(path, env, "reconcile-tokens")
     assert text.code == ExitCode.MISCONFIGURED and "note: endpoint invoicing not judged" in text.stderr
+    # piped, a note is one line, never wrapped: what it names and the key to set stay together
+    assert any(line.startswith("note: endpoint invoicing not judged") and
+               line.endswith("set endpoints.invoicing.name_in_store to it") for line in text.stderr.splitlines())
     for command in (("gc-tokens", "--execute", "--grace", "0s"), ("gc-blobs", "--execute", "--grace", "0s")):
         gc = _cli(path, env, "-f", "json", *command)
         assert gc.code == ExitCode.MISCONFIGURED, gc.stderr[-2000:]

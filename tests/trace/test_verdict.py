@@ -114,3 +114,11 @@ def test_a_copy_waiting_under_another_present_token_will_be_processed_twice() ->
     other = _copy(10, "t3", processed=False, present=True)
     verdict, reasons = _verdict_of("EO102", copies=[waiting, other])
     assert verdict is Verdict.will_be_processed_twice and "another copy waits under token t3" in reasons[0]
+
+
+def test_eo102s_title_says_what_traces_verdicts_on_its_messages_say() -> None:
+    """One vocabulary: trace calls an EO102 message processed twice (two tokens used up) or will be
+    processed twice; the finding's title must not promise only the second."""
+    title = CATALOG["EO102"].title
+    assert VERDICT_OF["EO102"] is Verdict.will_be_processed_twice
+    assert Verdict.processed_twice.value in title and "about to be" in title, title
