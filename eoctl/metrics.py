@@ -8,15 +8,13 @@ fails, so an alert can fire on a run that keeps failing as well as on what the r
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eoctl.errors import SourceError
 from eoctl.secrets import mask_text
+from eoctl.writes import write_whole
 
 
 @dataclass
@@ -53,15 +51,4 @@ def write_textfile(path: Path, prefix: str, metrics: list[Metric], success: bool
         for labels, value in m.samples:
             rendered = "{" + ",".join(f'{k}="{_label(v)}"' for k, v in labels.items()) + "}" if labels else ""
             lines.append(f"{prefix}_{m.name}{rendered} {value}")
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(mask_text("\n".join(lines) + "\n"))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:  # a full disk, a folder gone or not writable: one line, nothing half-written
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise SourceError(f"{flag} {path} cannot be written: {reason}") from None
+    write_whole(path, mask_text("\n".join(lines) + "\n"), flag)

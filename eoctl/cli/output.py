@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from eoctl.secrets import mask_text, redact
+from eoctl.writes import write_whole  # noqa: F401 - the commands write their files through it
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -69,28 +70,6 @@ def check_target(path: Path, flag: str) -> None:
         raise UsageError(f"{flag} {path}: is a folder", hint="give a file name")
     if not path.parent.is_dir():
         raise UsageError(f"{flag} {path}: the folder {path.parent} does not exist", hint="create it, or give another")
-
-
-def write_whole(path: Path, text: str, flag: str) -> None:
-    """`text` into `path` whole or not at all: written beside it as `.partial`, then renamed. A
-    failed write (a full disk, no right to write) is one line naming the path and why (SourceError,
-    exit 3), and leaves no `.partial` behind."""
-    from eoctl.errors import SourceError
-
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise SourceError(f"{flag} {path} cannot be written: {reason}") from None
 
 
 def misnamed_exit(problems: list[dict[str, Any]], said: bool) -> int | None:
