@@ -187,6 +187,7 @@ def _consumer_config(conn: KafkaConnection, isolation: Isolation) -> dict:
 def _from_readers(conn: KafkaConnection, isolation: Isolation, groups: list[Plan]) -> Generator:
     """The batches of every group's reader process, as they come. A reader's failure is its one
     line (SourceError); on any way out, every reader still running is killed."""
+    import contextlib
     import json
     import queue
     import subprocess
@@ -219,8 +220,12 @@ def _from_readers(conn: KafkaConnection, isolation: Isolation, groups: list[Plan
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             procs.append(proc)
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps(request).encode())
-            proc.stdin.close()
+            try:
+                proc.stdin.write(json.dumps(request).encode())
+                proc.stdin.close()
+            except BrokenPipeError:  # the reader died before reading its request: its pump sees it end and why
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
             threading.Thread(target=pump, args=(proc,), daemon=True).start()
         running = len(procs)
         while running:
