@@ -127,11 +127,12 @@ PHASES = (("read", "reading"), ("topic checks", "EO1"), ("store checks", "EO2"),
 
 def timed(spark, config, options) -> tuple[dict, dict[str, float], dict, object]:
     """(counts, seconds per phase, scan summary, the report); `spark` None: the DuckDB engine."""
-    from eoctl.audit import run_audit, run_audit_duckdb
+    from eoctl.audit import run_audit
 
     marks: list[tuple[str, float]] = []
     mark = lambda m: marks.append((m, time.monotonic()))  # noqa: E731
-    report = run_audit(spark, config, options, CODES, mark) if spark else run_audit_duckdb(config, options, CODES, mark)
+    engine = config.engine.model_copy(update={"kind": "spark" if spark else "duckdb"})
+    report = run_audit(config.model_copy(update={"engine": engine}), options, CODES, spark, mark)
     marks.append(("end", time.monotonic()))
     starts = []
     for phase, prefix in PHASES:

@@ -5,18 +5,16 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eoctl import incremental
 from eoctl.config.model import Config
 from eoctl.errors import UsageError
 from eoctl.options import AuditOptions
-from eoctl.report.findings import CATALOG, AuditReport, Finding
+from eoctl.findings import CATALOG, AuditReport, Finding
 from eoctl.run_ids import new_run_id
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from eoctl.engine.run import EngineRun
 
 _CODE = re.compile(r"^EO\d{1,3}$")
@@ -38,46 +36,40 @@ def select_codes(select: list[str] | None, ignore: list[str] | None) -> list[str
     return sorted(chosen - (expand(ignore, "--ignore") if ignore else set()))
 
 
-def run_audit(
-    spark: SparkSession,
-    config: Config,
-    options: AuditOptions,
-    codes: list[str],
-    progress: Callable[[str], None] | None = None,
-) -> AuditReport:
-    """The findings of `codes` on the Spark engine: the checks of eoctl.expr.catalog compiled to
-    Spark SQL over the views of eoctl.engine.spark_audit, every record read once (the working copy
-    of eoctl.engine.spark_records), or with `--since-last` the recorded index's and the ones added
-    since."""
-    from eoctl.engine.spark_audit import SparkRun
+def run_audit(config: Config, options: AuditOptions, codes: list[str], spark: Any = None,
+              progress: Callable[[str], None] | None = None) -> AuditReport:
+    """The findings of `codes` on the configured engine (eoctl.engine.run.open_run; `spark`: a
+    session, or a function that starts one, unused on DuckDB): the checks of eoctl.expr.catalog
+    compiled to the engine's SQL over the run's views, every record read once, or with
+    `--since-last` the recorded index's and the ones added since. With `options.keep_index` the
+    records become this run's part of the record index (report.index)."""
+    from eoctl.engine.run import open_run
+    from eoctl.findings import inputs_of
 
     step = progress or (lambda _m: None)
-    run_id = new_run_id(options.now)  # its time is the run's start (started_at)
-    endpoints = {n: config.endpoint(n) for n in options.endpoints or list(config.endpoints)}
     _check_since_last(options)
-    base = None
+    run_id = new_run_id(options.now)  # its time is the run's start (started_at)
+    selected = options.endpoints or list(config.endpoints)
+    report = AuditReport(run=_run(run_id, config.engine.kind, options, selected, codes))
     if options.since_last:
         step("looking for the record index of the last recorded run")
-        base = incremental.find_base(spark, config, endpoints)
-    keep = options.keep_index and incremental.indexable(config, options)
-    index_path = incremental.partial_path(config, run_id) if keep else None
-    report = AuditReport(run=_run(run_id, "spark", options, list(endpoints), codes))
-    engine = SparkRun(spark, config, options, step, codes, blobs=any(c.startswith("EO4") for c in codes),
-                      hashed="EO403" in codes, base=base, index_path=index_path)
+    keeps = options.keep_index and incremental.indexable(config, options)
+    engine = open_run(spark, config, options, step, inputs=inputs_of(codes),
+                      index_path=incremental.partial_path(config, run_id) if keeps else None)
     try:
-        records = engine.records
-        report.scanned["records"] = total = records.record_count()  # the one scan of the source all checks share
-        stats = records.fresh_stats if options.since_last or index_path else []
-        report.run["scan"] = incremental.scan_summary(records.base, records.fallback, options.since_last, total,
-                                                      sum(row[4] for row in stats), config, keep)
-        if records.base is not None:
+        report.scanned["records"] = total = engine.record_count()  # the one scan all checks share
+        stats = engine.fresh_stats()
+        report.run["scan"] = incremental.scan_summary(engine.base, engine.fallback, options.since_last, total,
+                                                      sum(row[4] for row in stats), config, keeps)
+        if engine.base is not None:
             report.run["scan"]["continued"] = []  # every check runs over every record: no state to continue
-        report.notes = engine.scope.layout.notes(engine.scope.selected, engine.scope.misnamed)
-        report.misnamed = [m.to_dict() for m in engine.scope.misnamed]
+        scope = engine.scope
+        report.notes = scope.layout.notes(scope.selected, scope.misnamed)
+        report.misnamed = [m.to_dict() for m in scope.misnamed]
         evaluate_checks(report, engine, codes, step)
-        if index_path and not engine.scope.misnamed:  # a run that judged less is never continued
+        if keeps and not scope.misnamed:  # a run that judged less is never continued
             step("keeping the record index for the next --since-last run")
-            report.index = incremental.keep(spark, config, run_id, index_path, records, stats)
+            report.index = engine.keep_index(run_id, stats)
     finally:
         engine.release()
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
@@ -116,19 +108,6 @@ def in_evidence_order(code: str, evidence):
     plain = [c for c, t in schema.items() if not (t.is_array() or t.is_struct() or t.is_map())]
     first = [c for c in CATALOG[code].identity if c in plain]
     return evidence.order_by([ibis.asc(c, nulls_first=True) for c in [*first, *[c for c in plain if c not in first]]])
-
-
-def run_audit_duckdb(config: Config, options: AuditOptions, codes: list[str],
-                     progress: Callable[[str], None] | None = None) -> AuditReport:
-    """The same audit on the DuckDB engine (eoctl.engine.duckdb_audit): in process, no JVM."""
-    from eoctl.engine.duckdb_audit import run_audit as run_on_duckdb
-
-    _check_since_last(options)
-    endpoints = options.endpoints or list(config.endpoints)
-    report = run_on_duckdb(config, options, codes, _run(new_run_id(options.now), "duckdb", options, endpoints, codes),
-                           progress or (lambda _m: None))
-    report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
-    return report
 
 
 def _check_since_last(options: AuditOptions) -> None:

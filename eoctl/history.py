@@ -21,7 +21,7 @@ from eoctl.config import masked
 from eoctl.config.model import Config, DuckDBStore
 from eoctl.errors import SourceError, UsageError
 from eoctl.interrupts import deferred
-from eoctl.report.findings import CATALOG, AuditReport
+from eoctl.findings import CATALOG, AuditReport
 from eoctl.sources.tables import store_named
 from eoctl.stores.db import Db, open_db
 
@@ -189,7 +189,7 @@ class RecordedRun:
 
     def report(self) -> AuditReport:
         """The run as its audit reported it: each finding with its title, severity and remedy."""
-        from eoctl.report.findings import Finding
+        from eoctl.findings import Finding
 
         s = self.summary
         return AuditReport(

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from eoctl.engine.spark_records import SparkRecords
     from eoctl.options import AuditOptions
-    from eoctl.report.findings import AuditReport
+    from eoctl.findings import AuditReport
 
 #: Bumped whenever the derived columns of the working copy or the index's layout change: an index
 #: written by another version would otherwise mix old and new derivations in one audit. 3: no

@@ -9,7 +9,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eoctl.audit import run_audit, run_audit_duckdb, select_codes
+from eoctl.audit import select_codes
+from tests.helpers.audits import audit_duckdb, audit_spark
 from eoctl.config import load_config
 from eoctl.options import AuditOptions
 from tests.helpers import ledger_oracle
@@ -29,7 +30,7 @@ def _tables(query) -> dict[str, list[tuple]]:
 
 def test_audit_of_the_recorded_archive_matches_the_ledger(spark) -> None:
     config = load_config(CHAOS / "eoctl.toml")
-    report = run_audit(spark, config, settled(), select_codes(None, None))
+    report = audit_spark(spark, config, settled(), select_codes(None, None))
     with duckdb.connect() as db:
         db.execute(f"attach '{CHAOS / 'state.duckdb'}' as st (read_only)")
         db.execute("use st")
@@ -52,9 +53,9 @@ def test_audit_of_live_kafka_matches_the_ledger(spark, kafka, request, tmp_path:
     chaos = live_run(kind, tmp_path, kafka, postgres)
     options = settled()
     options.evidence_rows = 100_000
-    report = run_audit(spark, chaos.config, options, select_codes(None, None))
+    report = audit_spark(spark, chaos.config, options, select_codes(None, None))
     # the DuckDB engine reads the live topics through confluent-kafka: the same findings
-    assert canonical(run_audit_duckdb(chaos.config, options, select_codes(None, None))) == canonical(report)
+    assert canonical(audit_duckdb(chaos.config, options, select_codes(None, None))) == canonical(report)
 
     records = [(r.message_id, r.token_id, r.body, r.headers.get("eo-blobs"))
                for t in chaos.spec.topics.values() for r in topic_records(kafka.bootstrap, t)]
@@ -74,11 +75,11 @@ def test_audit_of_a_generated_state_matches_its_ground_truth(spark, tmp_path: Pa
     truth = generate(GenSpec(20_000, tmp_path / "gen", partitions=4, blob_every=50,
                              mix={c: r * 10 for c, r in DEFAULT_MIX.items()}))
     config = load_config(tmp_path / "gen" / "eoctl.toml")
-    report = run_audit(spark, config, AuditOptions(), select_codes(None, None))
+    report = audit_spark(spark, config, AuditOptions(), select_codes(None, None))
     found = {code: row["count"] for code, row in report.summary().items()}
     assert found == {code: v["count"] for code, v in truth["codes"].items() if v["count"]}
     # EO202 after EO101/EO102 looks for processed copies in their state; alone, among every record
-    alone = run_audit(spark, config, AuditOptions(), ["EO202"])
+    alone = audit_spark(spark, config, AuditOptions(), ["EO202"])
     def rows(findings):
         return [(f.count, sorted(json.dumps(r, sort_keys=True) for r in f.evidence)) for f in findings]
     assert rows(alone.findings) == rows(f for f in report.findings if f.code == "EO202")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eoctl.audit import run_audit, run_audit_duckdb
+from tests.helpers.audits import audit_duckdb, audit_spark
 from eoctl.config import load_config
 from eoctl.options import AuditOptions
 from tests.helpers.configs import live_input_config
@@ -27,7 +27,7 @@ ENGINES = pytest.mark.parametrize("engine", ["spark", "duckdb"])
 
 def _audit(engine: str, spark, config, options: AuditOptions, codes: list[str]):
     """The audit on `engine`: Spark's Kafka source, or confluent-kafka into DuckDB."""
-    return run_audit(spark, config, options, codes) if engine == "spark" else run_audit_duckdb(config, options, codes)
+    return audit_spark(spark, config, options, codes) if engine == "spark" else audit_duckdb(config, options, codes)
 
 
 @ENGINES

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from eoctl import history
-from eoctl.audit import run_audit, select_codes
+from eoctl.audit import select_codes
+from tests.helpers.audits import audit_spark
 from eoctl.config.model import Config
 from tests.helpers.chaos import recorded_copy, settled
 from tests.helpers.cli import run_eoctl
@@ -45,11 +46,11 @@ def test_a_repair_between_two_audits_shows_as_exactly_what_it_resolved(spark, sp
     from eoctl.ops import gc_blobs, gc_tokens
     from eoctl.ops.common import GcOptions
 
-    from eoctl.audit import run_audit_duckdb
+    from tests.helpers.audits import audit_duckdb
     from eoctl.config import load_config
 
     chaos = recorded_copy(tmp_path)
-    first = run_audit(spark, chaos.config, settled(), select_codes(None, None))
+    first = audit_spark(spark, chaos.config, settled(), select_codes(None, None))
     history.record(chaos.config, first)
     # the repair and the second audit on the DuckDB engine: a finding's identity in the history
     # does not depend on the engine that found it, so only what the repair resolved changes
@@ -57,7 +58,7 @@ def test_a_repair_between_two_audits_shows_as_exactly_what_it_resolved(spark, sp
     gc = GcOptions(grace=dt.timedelta(0), execute=True)  # the repair: collect the garbage
     gc_tokens.gc_tokens(None, on_duckdb, gc)
     gc_blobs.gc_blobs(None, on_duckdb, gc)
-    second = run_audit_duckdb(on_duckdb, settled(), select_codes(None, None))
+    second = audit_duckdb(on_duckdb, settled(), select_codes(None, None))
     history.record(chaos.config, second)
 
     result = history.diff(chaos.config, "previous", "last")
@@ -99,7 +100,7 @@ def test_unknown_runs_and_a_missing_history_are_one_line_errors(tmp_path: Path) 
 
 
 def _report(run_id: str, started: str, tokens: list[str]) -> object:
-    from eoctl.report.findings import AuditReport, Finding
+    from eoctl.findings import AuditReport, Finding
 
     evidence = [{"token_id": t, "created_at": "2026-11-20T00:00:00", "attempt_id": "a"} for t in tokens]
     findings = [Finding("EO201", "shipping", "eo_tokens", len(tokens), evidence)] if tokens else []

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from eoctl import history, incremental
-from eoctl.audit import run_audit, run_audit_duckdb, select_codes
+from eoctl.audit import select_codes
+from tests.helpers.audits import audit_duckdb, audit_spark
 from eoctl.config import load_config
 from eoctl.config.model import Config
 from eoctl.errors import UsageError
 from eoctl.options import AuditOptions
-from eoctl.report.findings import AuditReport
+from eoctl.findings import AuditReport
 from tests.helpers.chaos import append_orders, recorded_copy, settled
 from tests.helpers.cli import run_eoctl
 from tests.helpers.configs import write_config
@@ -35,15 +36,15 @@ def _options(**kw) -> AuditOptions:
 def _recorded(spark, config: Config, codes: list[str] = CODES, **kw) -> AuditReport:
     """An audit that keeps its record index, recorded: on Spark, or on DuckDB when `spark` is None."""
     if spark is None:
-        report = run_audit_duckdb(config, _options(keep_index=True, **kw), codes)
+        report = audit_duckdb(config, _options(keep_index=True, **kw), codes)
     else:
-        report = run_audit(spark, config, _options(keep_index=True, **kw), codes)
+        report = audit_spark(spark, config, _options(keep_index=True, **kw), codes)
     incremental.record(spark, config, report)
     return report
 
 
 def _full_on_duckdb(config: Config) -> AuditReport:
-    return run_audit_duckdb(config, settled(), CODES)
+    return audit_duckdb(config, settled(), CODES)
 
 
 @pytest.mark.integration
@@ -172,12 +173,12 @@ def test_token_checks_after_offsets_moved_back_or_old_tokens_restored(spark, tmp
     def audit(**kw) -> AuditReport:
         if engine == "spark":
             return _recorded(spark, chaos.config, codes, **kw)
-        report = run_audit_duckdb(chaos.config, _options(keep_index=True, **kw), codes)
+        report = audit_duckdb(chaos.config, _options(keep_index=True, **kw), codes)
         incremental.record(None, chaos.config, report)
         return report
 
     def full() -> AuditReport:  # on DuckDB (seconds; the parity tests hold the engines equal)
-        return run_audit_duckdb(chaos.config, settled(), codes)
+        return audit_duckdb(chaos.config, settled(), codes)
 
     audit()
     # new in-flight records whose tokens are in no store (EO202 candidates), and old ones again
@@ -215,12 +216,12 @@ def test_token_checks_after_offsets_moved_back_or_old_tokens_restored(spark, tmp
 def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(tmp_path: Path) -> None:
     """On the DuckDB engine: choosing the base run is the same code on both."""
     chaos = recorded_copy(tmp_path)
-    alone = run_audit_duckdb(chaos.config, _options(since_last=True), CODES)
+    alone = audit_duckdb(chaos.config, _options(since_last=True), CODES)
     assert alone.run["scan"]["mode"] == "full" and alone.run["scan"]["reason"].startswith(incremental.NO_BASE)
     assert "the findings history has no run yet" in alone.run["scan"]["reason"]
     # a recorded run without --since-last keeps no index: said so, with how to start one
-    incremental.record(None, chaos.config, run_audit_duckdb(chaos.config, settled(), CODES))
-    unindexed = run_audit_duckdb(chaos.config, _options(since_last=True, keep_index=True), CODES)
+    incremental.record(None, chaos.config, audit_duckdb(chaos.config, settled(), CODES))
+    unindexed = audit_duckdb(chaos.config, _options(since_last=True, keep_index=True), CODES)
     assert unindexed.run["scan"]["mode"] == "full"
     assert ("the 1 recorded run(s) kept no record index: only a recorded `eoctl audit --since-last` keeps one; "
             "this run keeps one") in unindexed.run["scan"]["reason"]
@@ -233,17 +234,17 @@ def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(tmp_path:
     shutil.copytree(chaos.config_path.parent / "topics" / "invoices", chaos.config_path.parent / "topics" / "invoices2")
     other = write_config(chaos.config_path.parent, text, name="other.toml")
     changed = load_config(other)
-    report = run_audit_duckdb(changed, _options(since_last=True), CODES)
+    report = audit_duckdb(changed, _options(since_last=True), CODES)
     assert report.run["scan"] == {"mode": "full", "new_records": report.scanned["records"], "indexed_records": 0,
                                   "reason": incremental.no_base_reason(changed, False)}
     assert "no recorded index covers these inputs" in report.run["scan"]["reason"]
 
     # a subset of the recorded endpoints continues from it
-    subset = run_audit_duckdb(chaos.config, _options(since_last=True, endpoints=["shipping"]), CODES)
+    subset = audit_duckdb(chaos.config, _options(since_last=True, endpoints=["shipping"]), CODES)
     assert subset.run["scan"]["mode"] == "incremental" and subset.run["scan"]["new_records"] == 0
 
     with pytest.raises(UsageError, match="--since-last"):
-        run_audit_duckdb(chaos.config, _options(since_last=True, since=settled().now), CODES)
+        audit_duckdb(chaos.config, _options(since_last=True, since=settled().now), CODES)
 
 
 @pytest.mark.integration
@@ -251,7 +252,7 @@ def test_a_run_on_one_engine_continues_from_a_run_on_the_other(spark, tmp_path: 
     """The record index is the same Parquet on both engines: Spark continues from a DuckDB run,
     DuckDB from a Spark run, each reporting what a full audit reports."""
     chaos = recorded_copy(tmp_path)
-    on_duckdb = run_audit_duckdb(chaos.config, _options(keep_index=True), CODES)
+    on_duckdb = audit_duckdb(chaos.config, _options(keep_index=True), CODES)
     incremental.record(None, chaos.config, on_duckdb)
     appended = append_orders(chaos.config_path.parent, "part-1.parquet")
 
@@ -262,11 +263,11 @@ def test_a_run_on_one_engine_continues_from_a_run_on_the_other(spark, tmp_path: 
     assert identities(on_spark) == identities(_full_on_duckdb(chaos.config))
 
     append_orders(chaos.config_path.parent, "part-2.parquet")
-    back = run_audit_duckdb(chaos.config, _options(keep_index=True, since_last=True), CODES)
+    back = audit_duckdb(chaos.config, _options(keep_index=True, since_last=True), CODES)
     incremental.record(None, chaos.config, back)
     assert back.run["scan"]["base_run"] == on_spark.run["id"] and back.run["scan"]["new_records"] == appended
     at_same_time = _options(now=dt.datetime.fromisoformat(back.run["started_at"]))
-    assert canonical(back) == canonical(run_audit_duckdb(chaos.config, at_same_time, CODES))
+    assert canonical(back) == canonical(audit_duckdb(chaos.config, at_same_time, CODES))
     # DuckDB merged Spark's segment with its own: Spark reads the merged file next
     assert [Path(s.path).name for s in back.index.segments] == ["records", "merged"]
     again = _recorded(spark, chaos.config, since_last=True)
@@ -289,8 +290,8 @@ def test_a_killed_audit_leaves_no_index_a_later_run_would_trust(spark, tmp_path:
     chaos = recorded_copy(tmp_path)
     spark = spark if engine == "spark" else None
     codes = ["EO101"]  # the index is every record's, whatever the checks
-    report = (run_audit(spark, chaos.config, _options(keep_index=True), codes) if spark else
-              run_audit_duckdb(chaos.config, _options(keep_index=True), codes))
+    report = (audit_spark(spark, chaos.config, _options(keep_index=True), codes) if spark else
+              audit_duckdb(chaos.config, _options(keep_index=True), codes))
     # killed before the run was recorded: the index is in place, but no history row names it
     assert incremental.find_base(spark, chaos.config, dict(chaos.config.endpoints)) is None
     partial = Path(incremental.partial_path(chaos.config, "dead00000000"))
@@ -351,8 +352,8 @@ def _message(partition: int, mid: str, token: str, seq: int, producer: str = "sh
 def _audit_on(engine: str, spark, config: Config, record: bool = True, **kw) -> AuditReport:
     """An audit of every code on `engine` (recorded, keeping an index, unless `record` is false)."""
     if engine == "spark":
-        return _recorded(spark, config, **kw) if record else run_audit(spark, config, _options(**kw), CODES)
-    report = run_audit_duckdb(config, _options(keep_index=record, **kw), CODES)
+        return _recorded(spark, config, **kw) if record else audit_spark(spark, config, _options(**kw), CODES)
+    report = audit_duckdb(config, _options(keep_index=record, **kw), CODES)
     if record:
         incremental.record(None, config, report)
     return report
@@ -463,7 +464,7 @@ def test_eo204_on_an_archive_continues_from_the_first_offsets_the_index_kept(spa
         edited["lows"][finding.endpoint]["orders"]["1"] = 10**9
         db.execute(f"update {db.table(RUNS)} set record_index = %s where run_id = %s",
                    [json.dumps(edited), again.run["id"]])
-    report = run_audit(spark, config, _options(since_last=True), ["EO204"])
+    report = audit_spark(spark, config, _options(since_last=True), ["EO204"])
     assert report.run["scan"]["base_run"] == again.run["id"]
     assert sorted((r["partition"], r["log_start"]) for r in report.findings[0].evidence) == [(0, 1), (1, 10**9)]
 

@@ -13,10 +13,10 @@ import typer
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.cli.output import check_target, misnamed_exit, progress, stderr_console, write_stdout, write_whole
 from eoctl.errors import EoctlError, ExitCode, UsageError
-from eoctl.report.findings import Severity
+from eoctl.findings import Severity
 
 if TYPE_CHECKING:
-    from eoctl.report.findings import AuditReport
+    from eoctl.findings import AuditReport
 
 #: --fail-on's choices, from the severities (help lists them)
 FailOn = Enum("FailOn", {s.label: s.label for s in Severity}, type=str)
@@ -52,7 +52,7 @@ def write_audit_metrics(path: Path, report: AuditReport | None) -> None:
     if report is None:
         write_textfile(path, "eoctl_audit", [], success=False)
         return
-    from eoctl.report.findings import CATALOG
+    from eoctl.findings import CATALOG
 
     found: dict[tuple[str, str], int] = {}
     for f in report.findings:
@@ -89,10 +89,11 @@ def audit(
 ) -> int:
     """Scan the configured topics, stores, blob prefixes and sinks (read-only) and report every
     finding of the catalog with its evidence; exit 1 when one is at or above --fail-on."""
-    from eoctl.audit import run_audit, run_audit_duckdb, select_codes
+    from eoctl.audit import run_audit, select_codes
+    from eoctl.config import paths
     from eoctl.cli.sources_cmd import parse_range
     from eoctl.options import AuditOptions
-    from eoctl.report.findings import Severity
+    from eoctl.findings import Severity
     from eoctl.report.render import render_json, render_markdown, render_text
     from eoctl.sources import check_ranges
 
@@ -124,18 +125,10 @@ def audit(
     )
     audited = [config.endpoint(n) for n in endpoint or config.endpoints]
     check_ranges([ep.input for ep in audited if ep.input], options.ranges, config)  # before Spark starts
-    on_duckdb = config.engine.kind == "duckdb"
+    paths.require_paths(config)  # a missing file is one line now, not an engine error a minute later
     try:
         with progress(app.output is OutputFormat.text, quiet=quiet) as step:
-            if on_duckdb:
-                from eoctl.config import paths
-
-                paths.require_paths(config)  # a missing file is one line, as on Spark
-                report = run_audit_duckdb(config, options, codes, step)
-            else:
-                step("starting Spark")
-                spark = app.spark()
-                report = run_audit(spark, config, options, codes, step)
+            report = run_audit(config, options, codes, app.spark, step)
     except Exception:  # known or not, cron's monitoring must see the failure
         if metrics_file is not None:
             write_audit_metrics(metrics_file, None)
@@ -156,7 +149,7 @@ def audit(
         try:
             from eoctl.incremental import record as record_run
 
-            record_run(None if on_duckdb else spark, config, report)
+            record_run(app.session, config, report)
         except EoctlError as exc:  # the audit itself succeeded: say so, and why it was not recorded
             stderr_console().print(f"eoctl: warning: the run was not recorded in the findings history: {exc.one_line()}")
     if fmt is OutputFormat.json:

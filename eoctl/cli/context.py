@@ -115,6 +115,11 @@ class AppContext:
             self._spark = start_session(self.config().engine, debug=self.debug, record_classes=True)
         return self._spark
 
+    @property
+    def session(self) -> SparkSession | None:
+        """The Spark session, if this run started one (the DuckDB engine never does)."""
+        return self._spark
+
     def close(self, succeeded: bool = False) -> None:
         """Stop the engine (also after an error or an interrupt), then remove the run's temporary
         folder. After a run that `succeeded` and recorded Spark's classes, the archive is saved

@@ -36,20 +36,19 @@ if TYPE_CHECKING:
     from eoctl.config.model import Config, SinkConfig
     from eoctl.expr.inputs import Scope
     from eoctl.options import AuditOptions
-    from eoctl.report.findings import AuditReport
 
 
 def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOptions, step: Callable[[str], None],
-                *, sinks: bool = True, blobs: bool = False, hashed: bool = False, layout=None,
-                keep_records: bool = True, index=None, copies: dict[tuple[str, str], str] | None = None,
-                listed: dict[str, list[str]] | None = None) -> Scope:
-    """Make the tables of eoctl.expr.inputs views of `con`: the records of every audited input,
-    the store tables, and (when asked) sinks and blob listings (with the content's sha256 when
-    `hashed`); the scope that describes them. `layout`: the run's StoreLayout, when it has one;
-    `keep_records`: computed once into the run's database (many checks read them), else a view;
-    `index` (eoctl.engine.duckdb_index.IndexRun): the record index the audit continues or keeps;
-    `copies`: the store tables copied already (copy_stores_ahead), by _snapshot's key; `listed`:
-    the topic archives' files, listed already (list_archives)."""
+                *, inputs: frozenset[str] = frozenset(), layout=None, keep_records: bool = True, index=None,
+                copies: dict[tuple[str, str], str] | None = None, listed: dict[str, list[str]] | None = None) -> Scope:
+    """Make the tables of eoctl.expr.inputs views of `con`: the records of every audited input
+    (with their log starts and undecodable lines), the store tables, and what `inputs` names
+    (eoctl.findings.INPUTS: sinks, blob listings and their hashes, transactions); the scope that
+    describes them. `layout`: the run's StoreLayout, when it has one; `keep_records`: computed once
+    into the run's database (many checks read them), else a view; `index` (eoctl.engine.
+    duckdb_index.IndexRun): the record index the audit continues or keeps; `copies`: the store
+    tables copied already (copy_stores_ahead), by _snapshot's key; `listed`: the topic archives'
+    files, listed already (list_archives)."""
     from eoctl.stores.layout import StoreLayout
 
     scope = _scope(config, options)
@@ -61,26 +60,38 @@ def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOp
     scope.tables = load_store_tables(con, scope.layout, list(scope.endpoints), copies)
     scope.refuse_misnamed()
     for name, ep in scope.endpoints.items():
-        for sink in ep.sinks if sinks else ():
+        for sink in ep.sinks if "sinks" in inputs else ():
             scope.sink_schemas[(name, sink.name)] = read_sink(con, config, sink, scope.sink_view(name, sink), copies)
-        if ep.blobs and blobs:
+        if ep.blobs and "blobs" in inputs:
             step(f"listing the blobs of {name}")
-            list_blobs(con, ep.blobs, scope.blob_view(name), hashed, ep.blob_options)
+            list_blobs(con, ep.blobs, scope.blob_view(name), "blob_hashes" in inputs, ep.blob_options)
+    if "transactions" in inputs:
+        load_transactions(con, scope)
     return scope
 
 
 class DuckDBRun:
     """The inputs of eoctl.expr.inputs opened in a DuckDB database of the run's own (eoctl.engine.run.
-    EngineRun): the records, the store tables, and when asked sinks and blob listings."""
+    EngineRun): the records, the store tables, and what `inputs` names (open_inputs); with
+    `options.since_last` the records continue the newest recorded index, and with `index_path`
+    they become this run's part of the index (keep_index)."""
 
-    def __init__(self, config: Config, options: AuditOptions, step: Callable[[str], None], *, sinks: bool = True,
-                 blobs: bool = False, hashed: bool = False, layout=None, index=None,
-                 keep_records: bool = True) -> None:
+    def __init__(self, config: Config, options: AuditOptions, step: Callable[[str], None], *,
+                 inputs: frozenset[str] = frozenset(), layout=None, keep_records: bool = True,
+                 index_path: str | None = None) -> None:
+        from eoctl.engine import duckdb_index
+
+        self.config = config
         self.options = options
         self._records_kept = keep_records
-        self.con = connect(config.engine.memory_limit)
         self._pending: Background | None = None
+        self._index_kept = False
+        self.index = duckdb_index.IndexRun(partial=index_path)
+        self.con = connect(config.engine.memory_limit)
         try:
+            if options.since_last or index_path:
+                self.index = duckdb_index.IndexRun.open(config, _scope(config, options).endpoints, options.since_last,
+                                                        index_path)
             from eoctl.stores.layout import StoreLayout
 
             copies: dict[tuple[str, str], str] = {}
@@ -94,12 +105,38 @@ class DuckDBRun:
             self.dialect = Dialect.duckdb
             working_copy_sql()
             listed = list_archives(config, endpoints)
-            self.scope = open_inputs(self._settled(), config, options, step, sinks=sinks, blobs=blobs,
-                                     hashed=hashed, layout=layout, index=index, keep_records=keep_records,
-                                     copies=copies, listed=listed)
+            indexed = self.index if (options.since_last or index_path) else None
+            self.scope = open_inputs(self._settled(), config, options, step, inputs=inputs, layout=layout,
+                                     index=indexed, keep_records=keep_records, copies=copies, listed=listed)
         except BaseException:
             self.release()
             raise
+
+    @property
+    def base(self):
+        return self.index.base
+
+    @property
+    def fallback(self) -> str | None:
+        return self.index.fallback
+
+    def record_count(self) -> int:
+        return self._settled().execute("SELECT count(*) FROM records").fetchall()[0][0]
+
+    def fresh_stats(self) -> list[tuple[str, str, int, int, int, int]]:
+        from eoctl.engine import duckdb_index
+
+        if self.index.base is None and self.index.partial is None:
+            return []
+        return duckdb_index.fresh_stats(self._settled())
+
+    def keep_index(self, run_id: str, stats: list):
+        from eoctl.engine import duckdb_index
+
+        kept = duckdb_index.keep(self._settled(), self.config, run_id, self.index, self.scope.endpoints,
+                                 self.options.now.isoformat(), stats)
+        self._index_kept = True
+        return kept
 
     def _start(self, job: Callable[[Any], Any]) -> None:
         """`job` as the run's Background job. A signal meanwhile takes effect once the job is
@@ -156,57 +193,16 @@ class DuckDBRun:
                 yield dict(zip(names, r))
 
     def release(self) -> None:
-        if self._pending is not None:  # an interrupt, or a failure of the flow
-            self._pending.stop()
-            self._pending = None
-        self.con.close()
+        from eoctl import incremental
 
-
-def run_audit(config: Config, options: AuditOptions, codes: list[str], run: dict[str, Any],
-              step: Callable[[str], None]) -> AuditReport:
-    """The findings of `codes` over every record of the audited inputs: all read from the source,
-    or (`--since-last`) those a recorded run's index holds and the ones added since. With
-    `options.keep_index` the records become this run's record index (report.index)."""
-    from eoctl import incremental
-    from eoctl.audit import evaluate_checks
-    from eoctl.engine import duckdb_index
-    from eoctl.report.findings import AuditReport
-
-    report = AuditReport(run=run)
-    index = None
-    if options.since_last or options.keep_index:
-        if options.since_last:
-            step("looking for the record index of the last recorded run")
-        keeps = options.keep_index and incremental.indexable(config, options)
-        partial = incremental.partial_path(config, run["id"]) if keeps else None
-        index = duckdb_index.IndexRun.open(config, _scope(config, options).endpoints, options.since_last, partial)
-    engine = None
-    try:
-        engine = DuckDBRun(config, options, step, blobs=any(c.startswith("EO4") for c in codes),
-                           hashed="EO403" in codes, index=index)
-        con, scope = engine.con, engine.scope
-        report.scanned["records"] = total = con.execute("SELECT count(*) FROM records").fetchall()[0][0]
-        index = index or duckdb_index.IndexRun()
-        stats = duckdb_index.fresh_stats(con) if index.base is not None or index.partial else []
-        fresh = sum(row[4] for row in stats) if index.base is not None else total
-        report.run["scan"] = incremental.scan_summary(index.base, index.fallback, options.since_last, total, fresh,
-                                                      config, bool(index.partial))
-        if index.base is not None:
-            report.run["scan"]["continued"] = []  # every check runs over every record: no state to continue
-        report.notes = scope.layout.notes(scope.selected, scope.misnamed)
-        report.misnamed = [m.to_dict() for m in scope.misnamed]
-        if "EO601" in codes:
-            load_transactions(con, scope)
-        evaluate_checks(report, engine, codes, step)
-        if index.partial is not None and not scope.misnamed:  # a run that judged less is never continued
-            step("keeping the record index for the next --since-last run")
-            report.index = duckdb_index.keep(con, config, run["id"], index, scope.endpoints, run["started_at"], stats)
-    finally:
-        if engine is not None:
-            engine.release()
-        if index is not None and index.partial is not None and report.index is None:
-            incremental.discard(None, index.partial)  # nothing half-written: no history row names it
-    return report
+        try:
+            if self._pending is not None:  # an interrupt, or a failure of the flow
+                self._pending.stop()
+                self._pending = None
+            self.con.close()
+        finally:
+            if self.index.partial is not None and not self._index_kept:
+                incremental.discard(None, self.index.partial)  # nothing half-written: no history row names it
 
 
 def _scope(config: Config, options: AuditOptions) -> Scope:

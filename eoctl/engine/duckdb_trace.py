@@ -165,7 +165,7 @@ def message_findings(config: Config, options: TraceOptions, hits: list[dict[str,
     from eoctl.expr.inputs import BLOB_LISTING_SCHEMA, STORE_SCHEMAS, Scope
     from eoctl.expr.records import RECORD_COLUMNS, records_table
     from eoctl.options import AuditOptions
-    from eoctl.report.findings import CATALOG
+    from eoctl.findings import CATALOG
     from eoctl.stores.layout import KINDS, EndpointTable
 
     con = connect(config.engine.memory_limit)

@@ -1,6 +1,8 @@
-"""One run's inputs opened on an engine: what the engine-neutral flows (the audit's checks,
-reconcile-tokens, the gc plans) ask of DuckDB or Spark. The flows build Ibis expressions over the
-views the run opened (eoctl.expr.inputs), compile them to the run's dialect and hand the SQL here.
+"""One run's inputs opened on an engine: what the engine-neutral flows (the audit, reconcile-tokens,
+the gc plans) ask of DuckDB or Spark. The flows build Ibis expressions over the views the run
+opened (eoctl.expr.inputs), compile them to the run's dialect and hand the SQL here; the audit's
+record index (eoctl.incremental) is read and kept through the run too. open_run is the one place
+an engine is chosen.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from eoctl.config.model import Config
     from eoctl.expr.functions import Dialect
+    from eoctl.incremental import RecordIndex
     from eoctl.expr.inputs import Scope
     from eoctl.options import AuditOptions
     from eoctl.stores.layout import StoreLayout
@@ -39,22 +42,43 @@ class EngineRun(Protocol):
         """Every row of `sql`, in its order, batch by batch: never the whole result at once."""
 
     def release(self) -> None:
-        """Free everything the run holds (also after a failure)."""
+        """Free everything the run holds (also after a failure): a record index begun and not
+        kept (keep_index) is removed."""
+
+    # the record index (`audit --since-last`, eoctl.incremental), on both engines the same files
+
+    base: RecordIndex | None  # the recorded run's index the records continue from, if any
+    fallback: str | None  # why an index found was not continued from (a full scan)
+
+    def record_count(self) -> int:
+        """How many records the checks see (the index's and the source's)."""
+
+    def fresh_stats(self) -> list[tuple[str, str, int, int, int, int]]:
+        """(endpoint, topic, partition, end offset, records, lowest offset) per partition read from
+        the source, when the run continues or keeps an index (else [])."""
+
+    def keep_index(self, run_id: str, stats: list) -> RecordIndex:
+        """Complete and publish this run's part of the record index (opened with `index_path`)."""
 
 
 def open_run(spark: Any, config: Config, options: AuditOptions, step: Callable[[str], None], *,
-             sinks: bool = False, blobs: bool = False, layout: StoreLayout | None = None,
-             narrow_records: bool = False) -> EngineRun:
+             inputs: frozenset[str] = frozenset(), layout: StoreLayout | None = None,
+             narrow_records: bool = False, index_path: str | None = None) -> EngineRun:
     """The inputs every configured endpoint reads, opened on the configured engine: DuckDB in
     process, else Spark (`spark`: a session, or a function that starts one, called only here).
+    `inputs`: what the flow reads besides the records and store tables (eoctl.findings.INPUTS);
     `narrow_records`: the flow reads a few columns of the records, through records_for, so DuckDB
-    leaves the working copy a view (only those columns are ever decoded) instead of computing it."""
+    leaves the working copy a view (only those columns are ever decoded) instead of computing it;
+    with `options.since_last`, the records continue the newest recorded index that covers them;
+    `index_path`: the (partial) folder this run's part of the record index is written to."""
     if config.engine.kind == "duckdb":
         from eoctl.engine.duckdb_audit import DuckDBRun
 
-        return DuckDBRun(config, options, step, sinks=sinks, blobs=blobs, layout=layout,
-                         keep_records=not narrow_records)
+        return DuckDBRun(config, options, step, inputs=inputs, layout=layout, keep_records=not narrow_records,
+                         index_path=index_path)
     from eoctl.engine.spark_audit import SparkRun
 
-    return SparkRun(spark() if callable(spark) else spark, config, options, step, sinks=sinks, blobs=blobs,
-                    layout=layout)
+    if callable(spark):
+        step("starting Spark")
+        spark = spark()
+    return SparkRun(spark, config, options, step, inputs=inputs, layout=layout, index_path=index_path)

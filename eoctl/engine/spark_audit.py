@@ -9,7 +9,7 @@ sinks and blob prefixes, once each. Nothing is collected to the driver but per-p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -100,31 +100,58 @@ class SparkStores:
 
 class SparkRun:
     """The inputs of eoctl.expr.inputs opened as temporary views of a Spark session (eoctl.engine.
-    run.EngineRun): the working copy of the records, the store tables, and when asked sinks, blob
-    listings and what the checks of `codes` read besides. The session runs with the compiled
-    expressions' SQL settings until release()."""
+    run.EngineRun): the working copy of the records, the store tables, and what `inputs` names
+    (open_views); with `options.since_last` the records continue the newest recorded index, and
+    with `index_path` the working copy becomes this run's part of it (keep_index). The session
+    runs with the compiled expressions' SQL settings until release()."""
 
-    def __init__(self, spark: SparkSession, config: Config, options: AuditOptions, step: Callable[[str], None],
-                 codes: Sequence[str] = (), *, sinks: bool = True, blobs: bool = False, hashed: bool = False,
-                 layout: StoreLayout | None = None, base: RecordIndex | None = None,
+    def __init__(self, spark: SparkSession, config: Config, options: AuditOptions, step: Callable[[str], None], *,
+                 inputs: frozenset[str] = frozenset(), layout: StoreLayout | None = None,
                  index_path: str | None = None) -> None:
+        from eoctl import incremental
         from eoctl.engine.spark_records import SparkRecords
         from eoctl.expr import Dialect
         from eoctl.expr.functions import SPARK_SQL_CONF
 
         self.spark = spark
+        self.config = config
         self.dialect = Dialect.spark
         self.options = options
+        base = None
+        if options.since_last:
+            selected = options.endpoints or list(config.endpoints)
+            base = incremental.find_base(spark, config, {n: config.endpoint(n) for n in selected})
+        self._index_path = index_path
         self.records = SparkRecords(spark, config, options, base, index_path)
         self.stores = SparkStores(spark, config, layout)
         self._kept: dict[str, DataFrame] = {}
         self._conf = sql_conf(spark, {**SPARK_SQL_CONF, **_PLANNING})
         self._conf.__enter__()
         try:
-            self.scope = open_views(self.records, self.stores, step, codes, sinks=sinks, blobs=blobs, hashed=hashed)
+            self.scope = open_views(self.records, self.stores, step, inputs)
         except BaseException:
             self.release()
             raise
+
+    @property
+    def base(self) -> RecordIndex | None:
+        return self.records.base
+
+    @property
+    def fallback(self) -> str | None:
+        return self.records.fallback
+
+    def record_count(self) -> int:
+        return self.records.record_count()  # the one scan of the source all checks share
+
+    def fresh_stats(self) -> list[tuple[str, str, int, int, int, int]]:
+        return self.records.fresh_stats if self.options.since_last or self._index_path else []
+
+    def keep_index(self, run_id: str, stats: list) -> RecordIndex:
+        from eoctl import incremental
+
+        assert self._index_path is not None
+        return incremental.keep(self.spark, self.config, run_id, self._index_path, self.records, stats)
 
     def keep(self, name: str, sql: str) -> None:
         from pyspark import StorageLevel
@@ -197,12 +224,12 @@ def list_blobs(spark: SparkSession, uri: str, with_hash: bool) -> DataFrame:
                         sha.alias("actual_sha256"))
 
 
-def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str], None], codes: Sequence[str] = (),
-               *, sinks: bool = True, blobs: bool = False, hashed: bool = False) -> Scope:
+def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str], None],
+               inputs: frozenset[str] = frozenset()) -> Scope:
     """Make the tables of eoctl.expr.inputs temporary views of the session: the records, the
-    store tables, and (when asked) sinks and blob listings (hashed: with the content's sha256),
-    plus what the checks of `codes` read besides (log starts, transactions, undecodable lines);
-    the scope that describes them (which store tables exist, each sink's columns)."""
+    store tables, and what `inputs` names (eoctl.findings.INPUTS: sinks, blob listings and their
+    hashes, log starts, transactions, undecodable lines); the scope that describes them (which
+    store tables exist, each sink's columns)."""
     from eoctl.expr.inputs import Scope
 
     scope = Scope(records.config, records.options, layout=stores.layout)
@@ -212,17 +239,17 @@ def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str],
     step("reading the store tables")
     scope.tables = _store_views(stores, list(records.endpoints))
     scope.refuse_misnamed()
-    if sinks:  # lazy: read only by the checks that look at sinks (EO202, EO5xx)
+    if "sinks" in inputs:  # lazy: read only by the checks that look at sinks (EO202, EO5xx)
         _sink_views(stores, records.endpoints, scope)
-    if blobs:
+    if "blobs" in inputs:
         for name, ep in records.endpoints.items():
             if ep.blobs:
-                stores.blobs(name, hashed).createOrReplaceTempView(scope.blob_view(name))
-    if "EO204" in codes:
+                stores.blobs(name, "blob_hashes" in inputs).createOrReplaceTempView(scope.blob_view(name))
+    if "log_starts" in inputs:
         _log_starts_view(records)
-    if "EO601" in codes:
+    if "transactions" in inputs:
         _transactions_view(records)
-    if "EO106" in codes:
+    if "undecodable" in inputs:
         _undecodable_view(records)
     return scope
 

@@ -1,4 +1,4 @@
-"""Every check of the catalog (eoctl.report.findings.CATALOG) as Ibis expressions: code -> a
+"""Every check of the catalog (eoctl.findings.CATALOG) as Ibis expressions: code -> a
 function of (Scope, records, Dialect) giving Hits. What an engine runs to audit."""
 
 from __future__ import annotations

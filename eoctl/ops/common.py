@@ -138,7 +138,8 @@ class GarbagePlan:
         # the classification (kept as `garbage`) reads a few columns of the records: those alone
         # are kept (records_for), not the whole working copy
         self.engine = open_run(spark, config, AuditOptions(now=options.now, grace=options.grace), lambda _m: None,
-                               blobs=kind.what == "blobs", layout=layout, narrow_records=True)
+                               inputs=frozenset({"blobs"}) if kind.what == "blobs" else frozenset(), layout=layout,
+                               narrow_records=True)
         try:
             # imported once the run is open: the DuckDB engine copies the stores meanwhile
             import ibis

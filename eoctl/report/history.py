@@ -10,7 +10,7 @@ from eoctl.report.render import cell
 if TYPE_CHECKING:  # Rich is imported by what renders: JSON output never needs it
     from rich.console import Console
 
-    from eoctl.report.findings import AuditReport
+    from eoctl.findings import AuditReport
 
 
 def render_runs(runs: list[RunSummary], console: Console) -> None:

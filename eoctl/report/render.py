@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from eoctl.inert import inert
-from eoctl.report.findings import AuditReport, Finding
+from eoctl.findings import AuditReport, Finding
 from eoctl.secrets import mask_text, redact
 
 if TYPE_CHECKING:  # Rich is imported by what renders: JSON output never needs it

@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eoctl.config.model import Config
-from eoctl.report.findings import CATALOG, names_message
+from eoctl.findings import names_message
 from eoctl.stores.layout import refused
 from eoctl.trace.blobs import blob_refs, check_blob
 from eoctl.trace.model import (
@@ -295,7 +295,7 @@ def findings_differ(m: MessageTrace, run: str) -> list[str]:
     """Why trace's own findings and the last recorded audit's differ for one message: a code the
     audit runs across many messages (a sink key, a sequence two messages share, a gap) is not one
     trace can see from this message's records; and either may be newer than the other."""
-    from eoctl.report.findings import CATALOG
+    from eoctl.findings import CATALOG
 
     own = {f["code"] for f in m.findings}
     recorded = {f["code"] for f in m.recorded_findings}

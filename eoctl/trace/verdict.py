@@ -102,7 +102,7 @@ _ACTION = {
 def what_to_do(t: MessageTrace) -> str:
     """The one line under a verdict: the remedy of the finding that decided it, else what the
     verdict asks (a stuck entry: replay it)."""
-    from eoctl.report.findings import CATALOG
+    from eoctl.findings import CATALOG
 
     codes = {f["code"] for f in t.findings}
     if t.verdict.bad:

@@ -85,7 +85,8 @@ def test_bad_engine_choices_are_usage_errors(args: list[str], message: str) -> N
 
 @pytest.mark.integration
 def test_bad_evidence_becomes_eo105_never_a_crash(spark, tmp_path: Path) -> None:
-    from eoctl.audit import run_audit, select_codes
+    from eoctl.audit import select_codes
+    from tests.helpers.audits import audit_spark
     from eoctl.config import load_config
     from eoctl.options import AuditOptions
     from eoctl.sources.records import record_schema
@@ -103,7 +104,7 @@ def test_bad_evidence_becomes_eo105_never_a_crash(spark, tmp_path: Path) -> None
     (tmp_path / "eoctl.toml").write_text(
         '[endpoints.e.input]\ntopics = ["t"]\narchive = "archive"\ncommitted_offsets = { t = { "0" = 5 } }\n')
     options = AuditOptions(evidence_rows=2, evidence_dir=tmp_path / "evidence")
-    report = run_audit(spark, load_config(tmp_path / "eoctl.toml"), options, select_codes(None, None))
+    report = audit_spark(spark, load_config(tmp_path / "eoctl.toml"), options, select_codes(None, None))
     (eo105,) = [f for f in report.findings if f.code == "EO105"]
     assert eo105.count == 4 and len(eo105.evidence) == 2  # the rest went to Parquet, not memory
     assert eo105.evidence_file is not None

@@ -79,7 +79,7 @@ def test_a_history_that_cannot_be_created_warns_and_leaves_no_empty_file(tmp_pat
     history = chaos.config_path.parent / "eoctl-history.duckdb"
     assert not history.exists()
     outcome = _limited(f"from pathlib import Path\nfrom eoctl.config import load_config\nfrom eoctl.history import record\n"
-                       f"from eoctl.report.findings import AuditReport\n"
+                       f"from eoctl.findings import AuditReport\n"
                        f"record(load_config(Path({str(chaos.config_path)!r})), AuditReport(run={{'id': 'r1'}}))",
                        tmp_path)
     assert outcome[0] == ExitCode.RUNTIME and outcome[1].startswith(f"findings history {history} cannot be created: ")

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from eoctl import incremental
-from eoctl.audit import run_audit_duckdb, select_codes
+from eoctl.audit import select_codes
+from tests.helpers.audits import audit_duckdb
 from eoctl.config.model import Config
 from eoctl.options import AuditOptions
-from eoctl.report.findings import AuditReport
+from eoctl.findings import AuditReport
 from tests.helpers.chaos import append_orders, recorded_copy, settled
 from tests.helpers.findings import canonical, identities
 
@@ -29,14 +30,14 @@ def _options(**kw) -> AuditOptions:
 
 
 def recorded(config: Config, **kw) -> AuditReport:
-    report = run_audit_duckdb(config, _options(keep_index=True, **kw), CODES)
+    report = audit_duckdb(config, _options(keep_index=True, **kw), CODES)
     incremental.record(None, config, report)
     return report
 
 
 def full(config: Config, like: AuditReport) -> AuditReport:
     """A full audit at the time of `like` (ages in evidence then compare equal)."""
-    return run_audit_duckdb(config, _options(now=dt.datetime.fromisoformat(like.run["started_at"])), CODES)
+    return audit_duckdb(config, _options(now=dt.datetime.fromisoformat(like.run["started_at"])), CODES)
 
 
 @pytest.mark.integration

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from eoctl.audit import run_audit, run_audit_duckdb, select_codes
+from eoctl.audit import select_codes
+from tests.helpers.audits import audit_duckdb, audit_spark
 from eoctl.config import load_config
 from tests.helpers.chaos import CHAOS, recorded_copy, settled
 from tests.helpers.configs import on_engine
@@ -23,7 +24,7 @@ def _both(spark, config) -> tuple[dict, dict]:
     options = settled()
     options.evidence_rows = 100_000
     codes = select_codes(None, None)
-    return _findings(run_audit(spark, config, options, codes)), _findings(run_audit_duckdb(config, options, codes))
+    return _findings(audit_spark(spark, config, options, codes)), _findings(audit_duckdb(config, options, codes))
 
 
 def _classes(report) -> tuple[dict, list]:
@@ -102,7 +103,7 @@ def test_duckdb_finds_what_spark_finds_and_the_ground_truth_on_a_generated_state
         return sorted((f.code, f.endpoint, f.where, json.dumps(f.evidence, sort_keys=True, default=str),
                        (f.remedy() or {}).get("command")) for f in report.findings)
 
-    first_spark, first_duckdb = shown(run_audit(spark, config, options, codes)), shown(run_audit_duckdb(config, options, codes))
+    first_spark, first_duckdb = shown(audit_spark(spark, config, options, codes)), shown(audit_duckdb(config, options, codes))
     assert first_duckdb == first_spark
     assert any(code == "EO202" and len(json.loads(rows)) == 3 for code, _, _, rows, _ in first_spark)
     for code, expected in truth["codes"].items():

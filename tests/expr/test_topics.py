@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eoctl.audit import run_audit, run_audit_duckdb, select_codes
+from eoctl.audit import select_codes
+from tests.helpers.audits import audit_duckdb, audit_spark
 from eoctl.config import load_config
 from eoctl.options import AuditOptions
 from tests.helpers.configs import write_config
@@ -125,9 +126,9 @@ topics = ["orders"]
 archive = "{archive}"
 """)
     if engine == "spark":
-        report = run_audit(spark, load_config(config), AuditOptions(), ["EO104"])
+        report = audit_spark(spark, load_config(config), AuditOptions(), ["EO104"])
     else:
-        report = run_audit_duckdb(load_config(config, overrides={"kind": "duckdb"}), AuditOptions(), ["EO104"])
+        report = audit_duckdb(load_config(config, overrides={"kind": "duckdb"}), AuditOptions(), ["EO104"])
     found = sorted((e["producer"], e["missing_from"], e["missing_to"]) for f in report.findings for e in f.evidence)
     expected = sorted((p, a, b) for p, seqs in sequences.items() for a, b in missing_runs(seqs))
     assert found == expected
@@ -142,7 +143,7 @@ def test_working_copy_goes_to_scratch_dir_and_is_removed_afterwards(spark, tmp_p
     scratch = tmp_path / "scratch"
     config = config.model_copy(update={"engine": config.engine.model_copy(update={"scratch_dir": str(scratch)})})
     during: list[list[str]] = []
-    report = run_audit(spark, config, AuditOptions(), ["EO105"],
+    report = audit_spark(spark, config, AuditOptions(), ["EO105"],
                        progress=lambda _m: during.append([p.name for p in scratch.glob("eoctl-audit-*")]))
     assert report.scanned["records"] > 0
     assert any(during[1:]), "the records were not written to the scratch folder"
@@ -166,13 +167,13 @@ def test_undecodable_archive_lines_are_a_finding_until_repaired(spark, tmp_path:
     intact archive gives, the line is EO106 by file and line, `scanned` counts it, and
     --since-last names it until the file is repaired."""
     from eoctl import incremental
-    from eoctl.audit import run_audit_duckdb
+    from tests.helpers.audits import audit_duckdb
     from tests.helpers.chaos import recorded_copy, settled
 
     def audit(config, options, codes):
         if engine == "spark":
-            return run_audit(spark, config, options, codes)
-        return run_audit_duckdb(config, options, codes)
+            return audit_spark(spark, config, options, codes)
+        return audit_duckdb(config, options, codes)
 
     chaos = recorded_copy(tmp_path)
     codes = select_codes(["EO1"], None)  # the checks of the records themselves

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from eoctl.report.findings import AuditReport
+from eoctl.findings import AuditReport
 
 # evidence fields that name a message, token, blob or entry, and the sink key
 _ID_FIELDS = ("message_id", "message_ids", "token_id", "incoming_message_id", "source_message_id", "name")

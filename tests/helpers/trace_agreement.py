@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 
-from eoctl.report.findings import CATALOG, AuditReport, Severity, names_message
+from eoctl.findings import CATALOG, AuditReport, Severity, names_message
 from eoctl.trace import Lookup, TraceOptions, TraceResult, run_trace
 
 

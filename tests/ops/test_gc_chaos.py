@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eoctl.audit import run_audit
+from tests.helpers.audits import audit_spark
 from eoctl.ops import gc_blobs, gc_tokens
 from eoctl.ops.common import GcOptions
 from tests.helpers.chaos import ChaosRun, injected_garbage, live_run, recorded_copy, removed, settled, snapshot, store_rows
@@ -55,7 +55,7 @@ def test_gc_collects_the_injected_garbage_and_nothing_else_then_restores_it(spar
     assert quarantined == garbage_blobs
 
     # the audit no longer sees them, and sees everything else as before
-    report = run_audit(spark, chaos.config, settled(), ["EO201", "EO401"])
+    report = audit_spark(spark, chaos.config, settled(), ["EO201", "EO401"])
     assert report.findings == []
     # a second run finds nothing to do
     again = gc_tokens.gc_tokens(spark, chaos.config, options)

@@ -108,7 +108,8 @@ def test_a_symlinked_folder_in_a_blob_prefix_is_listed_alike_on_both_engines_and
     the prefix); the DuckDB engine's hashed the link itself (IsADirectoryError). Neither lists it."""
     import dataclasses
 
-    from eoctl.audit import run_audit, run_audit_duckdb, select_codes
+    from eoctl.audit import select_codes
+    from tests.helpers.audits import audit_duckdb, audit_spark
     from tests.helpers.chaos import settled
     from tests.helpers.findings import canonical
 
@@ -119,8 +120,8 @@ def test_a_symlinked_folder_in_a_blob_prefix_is_listed_alike_on_both_engines_and
     (chaos.blobs / "linked").symlink_to(outside, target_is_directory=True)
     options = dataclasses.replace(settled(), evidence_rows=100_000)
     codes = select_codes(["EO4"], None)
-    on_spark = run_audit(spark, load_config(chaos.config_path), options, codes)
-    on_duckdb = run_audit_duckdb(load_config(chaos.config_path, overrides={"kind": "duckdb"}), options, codes)
+    on_spark = audit_spark(spark, load_config(chaos.config_path), options, codes)
+    on_duckdb = audit_duckdb(load_config(chaos.config_path, overrides={"kind": "duckdb"}), options, codes)
     assert canonical(on_spark) == canonical(on_duckdb)
     names = {row["name"] for f in on_duckdb.findings if f.code == "EO401" for row in f.evidence}
     assert names and not any(n.startswith("linked") for n in names)

@@ -1,4 +1,4 @@
-"""The catalog of findings is declared once (eoctl.report.findings); README's table follows it."""
+"""The catalog of findings is declared once (eoctl.findings); README's table follows it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from eoctl.report.findings import CATALOG
+from eoctl.findings import CATALOG
 from tests.helpers.servers import REPO
 
 pytestmark = pytest.mark.unit

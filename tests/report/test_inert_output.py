@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from eoctl.inert import inert, shell_word
-from eoctl.report.findings import AuditReport, Finding, fill_command
+from eoctl.findings import AuditReport, Finding, fill_command
 from eoctl.report.render import render_markdown, render_text
 from tests.helpers.chaos import recorded_copy
 from tests.helpers.cli import run_eoctl

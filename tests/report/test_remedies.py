@@ -10,10 +10,11 @@ import re
 import pytest
 from rich.console import Console
 
-from eoctl.audit import run_audit_duckdb, select_codes
+from eoctl.audit import select_codes
+from tests.helpers.audits import audit_duckdb
 from eoctl.config import load_config
-from eoctl.report.findings import CATALOG, Finding, fill_command
-from eoctl.report.guide import findings_guide
+from eoctl.findings import CATALOG, Finding, fill_command
+from eoctl.report.guide import codes_table, findings_guide, with_codes_table
 from eoctl.report.render import render_json, render_markdown, render_text
 from tests.helpers.chaos import CHAOS, settled
 from tests.helpers.servers import REPO
@@ -31,6 +32,16 @@ def test_the_guide_in_docs_is_the_one_the_declarations_give() -> None:
 
 
 @pytest.mark.unit
+def test_readmes_table_of_codes_is_the_one_the_declarations_give() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert with_codes_table(readme) == readme, "regenerate: python -m eoctl.report.guide --readme"
+    assert readme.count("\n| EO") >= len(CATALOG)
+    for code, info in CATALOG.items():
+        assert info.summary, f"{code}: README's table says what is found"
+        assert f"| {code} | {info.severity.label} | {info.summary} |" in codes_table()
+
+
+@pytest.mark.unit
 def test_commands_are_filled_quoted_and_keep_placeholders_for_what_is_missing() -> None:
     assert fill_command("eoctl trace {message_ids}", {"message_ids": ["a", "b c", None]}) == "eoctl trace a 'b c'"
     assert fill_command("eoctl replay-outbox --endpoint {producer}", {}) == "eoctl replay-outbox --endpoint PRODUCER"
@@ -41,7 +52,7 @@ def test_commands_are_filled_quoted_and_keep_placeholders_for_what_is_missing() 
 
 @pytest.fixture(scope="module")
 def chaos_report():
-    return run_audit_duckdb(load_config(CHAOS / "eoctl.toml"), settled(), select_codes(None, None))
+    return audit_duckdb(load_config(CHAOS / "eoctl.toml"), settled(), select_codes(None, None))
 
 
 @pytest.mark.integration

@@ -19,13 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from eoctl.audit import run_audit_duckdb, select_codes
+from eoctl.audit import select_codes
+from tests.helpers.audits import audit_duckdb
 from eoctl.config import load_config
 from eoctl.ops import gc_tokens
 from eoctl.ops.common import GcOptions
 from eoctl.ops.reconcile import run_reconcile
 from eoctl.ops.replay import ReplayOptions, replay
-from eoctl.report.findings import Severity
+from eoctl.findings import Severity
 from eoctl.stores.layout import StoreLayout
 from tests.helpers.chaos import CHAOS, recorded_copy, settled, store_rows
 from tests.helpers.cli import run_eoctl
@@ -55,7 +56,7 @@ def _on_duckdb(path: Path, environ: dict[str, str] | None = None):
 
 
 def _audit(config):
-    return run_audit_duckdb(config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
+    return audit_duckdb(config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
 
 
 def _plans(config) -> dict[str, object]:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from eoctl.audit import run_audit, run_audit_duckdb, select_codes
+from eoctl.audit import select_codes
+from tests.helpers.audits import audit_duckdb, audit_spark
 from eoctl.config import load_config
 from eoctl.errors import ExitCode
 from eoctl.ops import gc_blobs, gc_tokens
@@ -47,7 +48,7 @@ def _duckdb(path: Path, environ: dict[str, str] | None = None):
 
 
 def _audit(config):
-    return run_audit_duckdb(config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
+    return audit_duckdb(config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
 
 
 def test_a_renamed_endpoint_is_named_with_the_names_its_rows_carry_and_nothing_is_judged(tmp_path: Path) -> None:
@@ -164,7 +165,7 @@ def test_spark_refuses_what_duckdb_refuses(spark, tmp_path: Path) -> None:
     chaos = recorded_copy(tmp_path)
     path = _renamed(chaos.config_path, "billing", "invoicing")
     options = dataclasses.replace(settled(), now=NOW)
-    on_spark = run_audit(spark, load_config(path), options, select_codes(None, None))
+    on_spark = audit_spark(spark, load_config(path), options, select_codes(None, None))
     on_duckdb = _audit(_duckdb(path))
     assert on_spark.findings == [] and on_spark.misnamed == on_duckdb.misnamed and len(on_spark.misnamed) == 3
     assert on_spark.notes == on_duckdb.notes

@@ -28,11 +28,12 @@ def chaos(tmp_path_factory) -> ChaosRun:
 @pytest.fixture(scope="module")
 def audited(spark, chaos: ChaosRun):
     """The settled audit of the sample (every code), and the time it was taken at."""
-    from eoctl.audit import run_audit, select_codes
+    from eoctl.audit import select_codes
+    from tests.helpers.audits import audit_spark
     from eoctl.options import AuditOptions
 
     now, zero = dt.datetime.now(dt.timezone.utc), dt.timedelta(0)
-    return now, run_audit(spark, chaos.config, AuditOptions(now=now, grace=zero, stuck_after=zero),
+    return now, audit_spark(spark, chaos.config, AuditOptions(now=now, grace=zero, stuck_after=zero),
                           select_codes(None, None))
 
 
@@ -129,7 +130,7 @@ def test_a_regenerated_copy_waiting_under_a_present_token_will_be_processed_twic
     calls it EO102; trace must not call it processed once."""
     import duckdb
 
-    from eoctl.audit import run_audit
+    from tests.helpers.audits import audit_spark
     from tests.helpers.chaos import settled
 
     state = recorded_copy(tmp_path)
@@ -150,7 +151,7 @@ def test_a_regenerated_copy_waiting_under_a_present_token_will_be_processed_twic
     m = _trace(spark, state, out)
     assert m.verdict is Verdict.will_be_processed_twice and m.verdict.bad
     assert f"{second.topic}/{second.partition}@{second.offset}" in m.reasons[0] and second.token_id in m.reasons[0]
-    report = run_audit(spark, state.config, settled(), ["EO102"])
+    report = audit_spark(spark, state.config, settled(), ["EO102"])
     assert [row["message_id"] for f in report.findings for row in f.evidence] == [out]
     assert "EO102" in _codes(m)
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from eoctl.audit import run_audit, select_codes
+from eoctl.audit import select_codes
+from tests.helpers.audits import audit_spark
 from eoctl.config import load_config
 from eoctl.options import AuditOptions
-from eoctl.report.findings import CATALOG, names_message
+from eoctl.findings import CATALOG, names_message
 from tests.helpers.trace_agreement import assert_agree, named_messages, trace_all
 
 pytestmark = pytest.mark.integration
@@ -27,7 +28,7 @@ def test_trace_agrees_with_the_audit_on_a_generated_state(spark, tmp_path: Path)
                      mix={c: r * 10 for c, r in DEFAULT_MIX.items()}))
     config = load_config(tmp_path / "gen" / "eoctl.toml")
     now, grace, stuck = dt.datetime.now(dt.timezone.utc), dt.timedelta(hours=24), dt.timedelta(minutes=15)
-    report = run_audit(spark, config, AuditOptions(now=now, grace=grace, stuck_after=stuck),
+    report = audit_spark(spark, config, AuditOptions(now=now, grace=grace, stuck_after=stuck),
                        select_codes(None, None))
     named = named_messages(report)
     # the generator's EO105 records carry no message id, and its orphan blobs no intent: they name none

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from eoctl.report.findings import CATALOG, Severity
+from eoctl.findings import CATALOG, Severity
 from eoctl.trace import Copy, Entry, MessageTrace, SinkRow, TokenRow, Verdict
 from eoctl.trace.verdict import VERDICT_OF, decide_verdict
 

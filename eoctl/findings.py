@@ -65,6 +65,13 @@ class CodeInfo:
     #: trace` runs the codes that have them over one message's rows and keeps the rows naming it.
     names_message: tuple[str, ...] = ()
     remedy: Remedy | None = None
+    #: what is found, as README's table of codes says it (generated from here, like the guide)
+    summary: str = ""
+    #: what looks alike but is not reported (README's "not a finding" column)
+    not_a_finding: str = ""
+    #: what the check reads besides the records and store tables (INPUTS): an engine opens only
+    #: what the selected codes need (inputs_of)
+    inputs: tuple[str, ...] = ()
 
     @property
     def message_scoped(self) -> bool:
@@ -83,6 +90,7 @@ CATALOG: dict[str, CodeInfo] = {
     for c in [
         _C("EO101", "topics", Severity.INFO, "redelivered copy: same message id and token at another offset",
            ("topic", "message_id", "token_id"), ("message_id",),
+           summary='same message id and token at two offsets (redelivery)',
            remedy=_R("the consumer received a record again (a rebalance, a retry before the offset was committed): at-least-once delivery",
                      "none: the token is gone after the first processing, so the copy is dropped as a duplicate; "
                      "many of them cost throughput",
@@ -90,6 +98,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "the trace's verdict is processed once", "eoctl trace {message_id}")),
         _C("EO102", "topics", Severity.CRITICAL, "one message id under several tokens: processed twice, or about to be",
            ("topic", "message_id"), ("message_id",),
+           summary='one message id under several tokens: processed twice',
            remedy=_R("the sender dispatched the same message again with a newly generated token (a token regenerated "
                      "after a crash, or a resend that bypassed the outbox)",
                      "each token authorizes one processing: the receiver processes the message once per token",
@@ -101,6 +110,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "eoctl trace {message_id}")),
         _C("EO103", "topics", Severity.ERROR, "one (producer, sequence) on several message ids",
            ("topic", "producer", "sequence"), ("message_ids",),
+           summary='one (producer, sequence) on several message ids',
            remedy=_R("a producer used one sequence number for different messages (restarted without its sequence state, or "
                      "two instances share one producer name)",
                      "a consumer that deduplicates by (producer, sequence) drops all but one of them: loss",
@@ -110,6 +120,8 @@ CATALOG: dict[str, CodeInfo] = {
                      "eoctl trace {message_ids}")),
         _C("EO104", "topics", Severity.WARNING, "gap in a producer's sequence",
            ("topic", "producer", "missing_from", "missing_to"),
+           summary="gap in a producer's sequence",
+           not_a_finding='sequences a pending outbox entry still holds',
            remedy=_R("sequence numbers of a producer never reached the topic: not sent yet (a stuck outbox entry), lost "
                      "before the topic, or removed by retention",
                      "the missing messages' effects are missing downstream",
@@ -118,6 +130,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "the gap closes in a later audit", "eoctl replay-outbox --endpoint {producer}")),
         _C("EO105", "topics", Severity.ERROR, "record without usable protocol headers",
            ("topic", "partition", "offset"), ("message_id",),
+           summary='record without usable protocol headers: missing, not UTF-8, unparsable `eo-sequence`, malformed `eo-blobs`',
            remedy=_R("a record lacks the protocol headers (eo-message-id, eo-token-id, ...): a producer outside the "
                      "protocol, or a header mapping in the configuration that does not match the pipeline's names",
                      "no deduplication, tracing or loss detection for these records",
@@ -126,6 +139,8 @@ CATALOG: dict[str, CodeInfo] = {
                      "`eoctl sources scan` shows full header coverage", "eoctl sources scan {endpoint}")),
         _C("EO106", "topics", Severity.ERROR, "archive line that is not a record: no check saw it",
            ("file", "line"),
+           summary='a line of a JSON topic archive that is not a record (malformed JSON, a field of the wrong type, no topic, partition or offset): named by file and line; `scanned.undecodable` counts them',
+           inputs=('undecodable',),
            remedy=_R("a line of a JSON topic archive is not a record (a truncated or corrupt file)",
                      "no check saw that record: findings about it are missing",
                      "restore the file from a backup or archive that range of the topic again; or move the file away "
@@ -134,6 +149,8 @@ CATALOG: dict[str, CodeInfo] = {
         # registered_by_message: the incoming message whose processing registered the token or blob
         _C("EO201", "tokens", Severity.WARNING, "orphan token past the grace period (gc candidate)",
            ("token_id",), ("message_id", "registered_by_message"),
+           summary='orphan token: on no record, in no pending entry, older than `--grace`',
+           not_a_finding='young tokens; tokens a pending entry holds',
            remedy=_R("a token is on no record in flight and in no pending outbox entry, older than the grace period: "
                      "its attempt never committed, or its message was never sent",
                      "none for correctness; the token store grows",
@@ -141,6 +158,9 @@ CATALOG: dict[str, CodeInfo] = {
                      "`eoctl reconcile-tokens` counts no garbage past the grace period", "eoctl gc-tokens")),
         _C("EO202", "tokens", Severity.CRITICAL, "in-flight record without token or effect: silent loss",
            ("topic", "partition", "offset"), ("message_id",),
+           summary='in-flight record whose token is gone and whose effect is nowhere: silent loss',
+           not_a_finding='copies of a processed message; messages with a pending entry',
+           inputs=('sinks',),
            remedy=_R("a record in flight has no token in the receiver's store and no effect in the sink: the token was "
                      "removed before the effect committed (a manual clean-up, a gc that ignored this record)",
                      "the receiver will drop the record as a duplicate: its effect is lost",
@@ -151,6 +171,8 @@ CATALOG: dict[str, CodeInfo] = {
                      "eoctl trace {message_id}")),
         _C("EO203", "tokens", Severity.WARNING, "token of a processed record still present",
            ("token_id",), ("message_id",),
+           summary='token of a processed record still present',
+           not_a_finding='tokens a pending entry holds',
            remedy=_R("the receiver processed a record but did not remove its token (a crash between the effect and the "
                      "token's removal)",
                      "a redelivered copy would be processed again: a duplicate effect",
@@ -159,6 +181,8 @@ CATALOG: dict[str, CodeInfo] = {
                      "`eoctl reconcile-tokens` counts no leaked tokens", "eoctl trace {message_id}")),
         _C("EO204", "tokens", Severity.CRITICAL, "committed offset below the log start offset: records lost",
            ("topic", "partition"),
+           summary='committed offset below the log start offset',
+           inputs=('log_starts',),
            remedy=_R("the consumer group's committed offset is below the partition's log start offset: retention removed "
                      "records the consumer never read",
                      "those records' effects are lost",
@@ -169,6 +193,8 @@ CATALOG: dict[str, CodeInfo] = {
         # an entry concerns the message it processes and the messages it holds to send
         _C("EO301", "outbox", Severity.ERROR, "outbox entry pending longer than the threshold (replay candidate)",
            ("endpoint", "incoming_message_id"), ("incoming_message_id", "message_ids"),
+           summary='outbox entry pending longer than `--stuck-after`',
+           not_a_finding='fresh entries',
            remedy=_R("an outbox entry has been pending longer than --stuck-after: its endpoint crashed or gave up before "
                      "dispatching its messages",
                      "its outgoing messages are delayed, and its incoming message's effects are not visible downstream",
@@ -177,6 +203,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "eoctl replay-outbox --endpoint {endpoint}")),
         _C("EO302", "outbox", Severity.CRITICAL, "ghost message: sent by an attempt that never committed",
            ("topic", "producer", "causation_id", "ghost_attempt"), ("message_ids",),
+           summary='ghost: a producer sent for one incoming message under an attempt that did not commit: the committed one is named by the pending entry (which may not have sent yet), else it is the last to send, across every topic eoctl reads',
            remedy=_R("a message was sent by an attempt that never committed its outbox entry (dispatched before the "
                      "commit, or a zombie instance)",
                      "the receiver may apply an effect the sender rolled back",
@@ -185,6 +212,9 @@ CATALOG: dict[str, CodeInfo] = {
                      "each ghost's trace shows no effect, or a compensated one", "eoctl trace {message_ids}")),
         _C("EO401", "blobs", Severity.WARNING, "orphan prepared blob past the grace period (gc candidate)",
            ("name",), ("registered_by_message",),
+           summary='orphan blob: published by no record and no pending entry, older than `--grace`',
+           not_a_finding='young blobs',
+           inputs=('blobs',),
            remedy=_R("a prepared blob is named by no record and no pending entry, older than the grace period: its "
                      "attempt never committed",
                      "none for correctness; storage grows",
@@ -192,6 +222,8 @@ CATALOG: dict[str, CodeInfo] = {
                      "`eoctl audit --select EO401` finds nothing", "eoctl gc-blobs")),
         _C("EO402", "blobs", Severity.CRITICAL, "record references a blob that does not exist",
            ("name", "topic", "partition", "offset"), ("message_id",),
+           summary='a record publishes a blob that does not exist',
+           inputs=('blobs',),
            remedy=_R("a record publishes a blob that does not exist (removed by hand, by a lifecycle rule, or by a gc that "
                      "did not see the record)",
                      "the receiver cannot apply the message: its effect is lost",
@@ -200,6 +232,8 @@ CATALOG: dict[str, CodeInfo] = {
                      "the trace shows the blob present", "eoctl trace {message_id}")),
         _C("EO403", "blobs", Severity.CRITICAL, "blob content does not match the sha256 its message carries",
            ("name", "topic", "partition", "offset"), ("message_id",),
+           summary='blob content does not match the sha256 its message carries',
+           inputs=('blobs', 'blob_hashes'),
            remedy=_R("a blob's content differs from the sha256 its message carries: the blob was overwritten or corrupted "
                      "after it was prepared",
                      "the receiver applies content the sender did not publish",
@@ -207,6 +241,8 @@ CATALOG: dict[str, CodeInfo] = {
                      "the trace shows the blob's hash matching", "eoctl trace {message_id}")),
         _C("EO501", "sinks", Severity.CRITICAL, "the same source message applied more than once",
            (), ("source_message_id",),
+           summary='the same source message applied to a sink more than once',
+           inputs=('sinks',),
            remedy=_R("one source message was applied to the sink more than once: deduplication failed (its token was "
                      "regenerated, restored or never removed)",
                      "a duplicate effect (a double charge, a double shipment)",
@@ -214,12 +250,17 @@ CATALOG: dict[str, CodeInfo] = {
                      "extra sink rows",
                      "`eoctl audit --select EO501` no longer lists it", "eoctl trace {source_message_id}")),
         _C("EO502", "sinks", Severity.ERROR, "one idempotency key with conflicting values",
+           summary='one idempotency key with conflicting values',
+           inputs=('sinks',),
            remedy=_R("two messages wrote different values under one idempotency key of the sink",
                      "the sink holds one of them: which one depends on the order they arrived",
                      "trace the key's rows to find the messages, decide which value is right, and repair the row",
                      "`eoctl audit --select EO502` no longer lists the key", "eoctl trace --by {sink_key}")),
         _C("EO601", "transactions", Severity.CRITICAL, "hanging Kafka transaction: last stable offset stuck",
            ("topic", "partition", "last_stable_offset"),
+           summary='hanging transaction: last stable offset behind the high watermark longer than `--transaction-timeout` (live Kafka)',
+           not_a_finding='open transactions younger than that',
+           inputs=('transactions',),
            remedy=_R("a producer began a Kafka transaction and stopped without committing or aborting it (killed, "
                      "fenced without recovery)",
                      "read_committed consumers stop at the last stable offset: every later record of the partition "
@@ -230,6 +271,23 @@ CATALOG: dict[str, CodeInfo] = {
                      "eoctl abort-transaction --endpoint {endpoint}")),
     ]
 }
+
+
+#: what a check may read besides the records and the store tables, each opened by the engine only
+#: when a selected code declares it (CodeInfo.inputs) and read in one place per engine
+INPUTS = {
+    "sinks": "each configured sink's rows",
+    "blobs": "the listing of each blob prefix (name, size, modified)",
+    "blob_hashes": "the sha256 of each blob's content (reads every blob)",
+    "log_starts": "each input partition's first offset",
+    "transactions": "the brokers' word on open transactions of live inputs",
+    "undecodable": "the lines of JSON topic archives that are not records",
+}
+
+
+def inputs_of(codes: Sequence[str]) -> frozenset[str]:
+    """What the checks of `codes` read besides the records and the store tables (INPUTS)."""
+    return frozenset(i for c in codes for i in CATALOG[c].inputs)
 
 
 #: the columns EO502's evidence adds after the sink's key columns
