@@ -168,7 +168,7 @@ def main() -> int:
 def bench(args: argparse.Namespace) -> int:
 
     from eoctl.config import load_config
-    from eoctl.engine import start_session
+    from eoctl.engine.spark import start_session
     from eoctl.incremental import record
     from eoctl.options import AuditOptions
     from samples.generator import GenSpec, generate

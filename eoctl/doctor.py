@@ -95,20 +95,20 @@ class _Doctor:
         if engine.kind == "duckdb":
 
             def in_process() -> str:
-                import duckdb
+                from importlib.metadata import version
 
-                from eoctl.engine.duckdb import connect
+                from eoctl.engine.duckdb.sql import connect
 
                 self.duck = connect(engine.memory_limit)
                 self.duck.execute("SELECT 42").fetchall()
-                return f"DuckDB {duckdb.__version__} in process, memory_limit {engine.memory_limit or 'default'}"
+                return f"DuckDB {version('duckdb')} in process, memory_limit {engine.memory_limit or 'default'}"
 
             self.attempt("duckdb", "engine runs a query", in_process, "reinstall eoctl (pip install -e .)")
             return
         if not engine.remote:
 
             def java() -> str:
-                from eoctl.engine.session import java_version
+                from eoctl.engine.spark.session import java_version
 
                 major, line = java_version()
                 if major < 17:
@@ -169,7 +169,7 @@ class _Doctor:
         if self.duck is not None:
 
             def plan() -> str:
-                from eoctl.engine.kafka_reader import offset_plan
+                from eoctl.engine.duckdb.kafka_reader import offset_plan
 
                 ranges = offset_plan(conn, source.topics, source.isolation, None)
                 n = sum(end - start for start, end in ranges.values())
@@ -180,7 +180,7 @@ class _Doctor:
         if self.spark is not None:
 
             def connector() -> str:
-                from eoctl.sources.kafka import read_topics
+                from eoctl.engine.spark.sources import read_topics
 
                 read_topics(self.spark, conn, source.topics, isolation=source.isolation).schema
                 return "spark-sql-kafka loaded"
@@ -193,7 +193,8 @@ class _Doctor:
             )
 
     def archive_input(self, ep_name: str, source: TopicInput) -> None:
-        from eoctl.sources.archive import archive_committed_offsets, read_archive
+        from eoctl.sources.archive import archive_committed_offsets
+        from eoctl.engine.spark.sources import read_archive
 
         assert source.archive is not None
         component = f"endpoints.{ep_name}.input"
@@ -206,7 +207,7 @@ class _Doctor:
 
             def readable() -> str:
                 if self.duck is not None:
-                    from eoctl.engine.duckdb import read_archive as read_on_duckdb
+                    from eoctl.engine.duckdb.records import read_archive as read_on_duckdb
 
                     read_on_duckdb(self.duck, f"doctor_{ep_name}", source.archive, source.archive_format,
                                    source.topics)
@@ -338,7 +339,8 @@ class _Doctor:
         return True
 
     def _read(self, store, table: str) -> str:
-        from eoctl.sources.tables import duckdb_snapshot, postgres_snapshot, read_store_table
+        from eoctl.engine.spark.stores import read_store_table
+        from eoctl.stores.snapshots import duckdb_snapshot, postgres_snapshot
 
         if self.duck is not None:
             (duckdb_snapshot if isinstance(store, DuckDBStore) else postgres_snapshot)(store, table)
@@ -384,7 +386,7 @@ class _Doctor:
                      "fix the URI, the credentials in blob_options, or install the fsspec package for its scheme")
 
     def sinks(self, ep_name: str, ep: EndpointConfig) -> None:
-        from eoctl.sources.tables import read_table
+        from eoctl.engine.spark.stores import read_table
 
         for sink in ep.sinks:
             component = f"endpoints.{ep_name}.sinks.{sink.name}"
@@ -394,7 +396,7 @@ class _Doctor:
 
             def readable(sink=sink) -> str:
                 if self.duck is not None:
-                    from eoctl.engine.duckdb_audit import read_sink
+                    from eoctl.engine.duckdb.stores import read_sink
 
                     columns = list(read_sink(self.duck, self.config, sink, "doctor_sink", {}, check_columns=False))
                 else:

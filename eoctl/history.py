@@ -22,7 +22,7 @@ from eoctl.config.model import Config, DuckDBStore
 from eoctl.errors import SourceError, UsageError
 from eoctl.interrupts import deferred
 from eoctl.findings import CATALOG, AuditReport
-from eoctl.sources.tables import store_named
+from eoctl.stores.connection import store_named
 from eoctl.stores.db import Db, open_db
 
 RUNS = "eoctl_audit_runs"

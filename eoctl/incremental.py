@@ -33,9 +33,8 @@ from eoctl.config.model import Config, EndpointConfig, TopicInput
 from eoctl.sources.kafka import EARLIEST, LATEST, OffsetRange
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, SparkSession
+    from pyspark.sql import SparkSession
 
-    from eoctl.engine.spark_records import SparkRecords
     from eoctl.options import AuditOptions
     from eoctl.findings import AuditReport
 
@@ -255,13 +254,6 @@ def archive_condition(plans: list[PartitionPlan], quote) -> str:
     return "(" + " OR ".join(fresh + unknown) + ")"
 
 
-def archive_predicate(plans: list[PartitionPlan]) -> Column:
-    """archive_condition as a Spark column."""
-    from pyspark.sql import functions as F
-
-    return F.expr(archive_condition(plans, lambda c: f"`{c}`"))
-
-
 def plan_reads(config: Config, endpoints: dict[str, EndpointConfig], base: RecordIndex,
                ) -> tuple[dict[str, list[PartitionPlan]] | None, str | None]:
     """Per endpoint, where the source is read from when continuing from `base`; None (with the
@@ -334,50 +326,6 @@ def run_folder(config: Config, run_id: str) -> str:
     """Where a run's own part of the index lives: its segment (`records`) and a merged segment
     (`merged`)."""
     return f"{records_root(config)}/{run_id}"
-
-
-def keep(spark: SparkSession, config: Config, run_id: str, partial: str, records: SparkRecords,
-         stats: list) -> RecordIndex:
-    """Complete this run's part of the record index (a merge of the newest segments when one is
-    due) and publish it; the history row will name it."""
-    from functools import reduce
-
-    from eoctl.expr.records import RECORD_COLUMNS
-
-    folder = run_folder(config, run_id)
-    segments = list(records.base.segments) if records.base is not None else []
-    fresh = sum(row[4] for row in stats)
-    if fresh:
-        segments.append(Segment(f"{folder}/records", fresh))
-    merge = merge_plan(segments)
-    if merge:
-        segments, merged = segments[:-merge], segments[-merge:]
-        older = [s for s in merged if not s.path.startswith(folder + "/")]
-        frames = [records.bounded(records.segments_frame(older)).select(*RECORD_COLUMNS)] if older else []
-        if len(older) < len(merged):  # this run's own segment is merged too
-            frames.append(records.fresh)
-        reduce(lambda a, b: a.unionByName(b), frames).write.mode("overwrite").option(
-            "compression", "zstd").parquet(f"{partial}/merged")
-        count = spark.read.parquet(f"{partial}/merged").count()  # from the files' footers
-        if len(older) < len(merged):
-            discard(spark, records.segment_path)
-        segments.append(Segment(f"{folder}/merged", count))
-    ends = index_ends(records.plans, stats)
-    records.keep_index()
-    publish(spark, config, run_id, partial)
-    return RecordIndex(run_id, tuple(segments), fingerprints(config, records.endpoints), ends,
-                       records.committed, records.options.now.isoformat(), _lows(records))
-
-
-def _lows(records: SparkRecords) -> dict[str, dict[str, dict[int, int]]]:
-    """The index's lowest offset per partition of each archive input (RecordIndex.lows)."""
-    lows: dict[str, dict[str, dict[int, int]]] = {}
-    for name, ep in records.endpoints.items():
-        if ep.input is not None and ep.input.archive:
-            lows[name] = {}
-            for (topic, partition), low in records.archive_starts(name).items():
-                lows[name].setdefault(topic, {})[partition] = low
-    return lows
 
 
 def publish(spark: SparkSession | None, config: Config, run_id: str, partial: str) -> str:

@@ -62,7 +62,7 @@ _previous_unraisablehook = sys.unraisablehook
 
 
 def install() -> None:
-    """Take over SIGINT and SIGTERM (eoctl.engine.session keeps PySpark from installing its own).
+    """Take over SIGINT and SIGTERM (eoctl.engine.spark.session keeps PySpark from installing its own).
     Only the main thread can."""
     global _previous_unraisablehook
     if threading.current_thread() is threading.main_thread():

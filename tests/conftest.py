@@ -76,8 +76,8 @@ def engine_config(spark_jars: Path):
 @pytest.fixture(scope="session")
 def spark(engine_config):
     """The one SparkSession of the test run, built by eoctl's own factory."""
-    from eoctl.engine import start_session
-    from eoctl.engine.session import java_version
+    from eoctl.engine.spark import start_session
+    from eoctl.engine.spark.session import java_version
 
     try:
         java_version()

@@ -417,7 +417,8 @@ def _scan_rows(df) -> int:
 def test_the_archive_predicate_keeps_new_and_unknown_rows_and_skips_old_row_groups(spark, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
-    from eoctl.incremental import PartitionPlan, archive_predicate
+    from eoctl.incremental import PartitionPlan
+    from eoctl.engine.spark.records import archive_predicate
 
     plans = [PartitionPlan("orders", 0, 990), PartitionPlan("orders", 2, 995), PartitionPlan("orders", 3, 1000)]
     # orders has partitions 0-4 (1 and 4 unknown to the index), refunds is unknown; rows ordered

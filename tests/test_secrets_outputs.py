@@ -2,7 +2,7 @@
 added, audited with --debug and garbage-collected, then every output read back: `config check`
 (text, JSON), stdout and stderr, the report and its evidence files, the findings history, the run
 log and journals, the metrics file, the Spark driver log, Spark's event log and the class archive
-the audit's driver JVM wrote (eoctl.engine.class_archive)."""
+the audit's driver JVM wrote (eoctl.engine.spark.class_archive)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ def abort_transaction(
     the transaction holding each; with --execute, abort each through Kafka's Admin API (KIP-664),
     under a lease, and say whether the last stable offset moved. Needs Java (Kafka's Java Admin
     client, in the Spark driver's JVM) when something hangs."""
-    from eoctl.engine.kafka_admin import JavaTransactionAdmin
+    from eoctl.engine.spark.kafka_admin import JavaTransactionAdmin
     from eoctl.ops.abort_txn import AbortOptions, abort_transactions
     from eoctl.report.ops import render_abort
 

@@ -125,8 +125,8 @@ def audit(
     )
     audited = [config.endpoint(n) for n in endpoint or config.endpoints]
     check_ranges([ep.input for ep in audited if ep.input], options.ranges, config)  # before Spark starts
-    paths.require_paths(config)  # a missing file is one line now, not an engine error a minute later
     try:
+        paths.require_paths(config)  # a missing file is one line now, not an engine error a minute later
         with progress(app.output is OutputFormat.text, quiet=quiet) as step:
             report = run_audit(config, options, codes, app.spark, step)
     except Exception:  # known or not, cron's monitoring must see the failure

@@ -102,7 +102,7 @@ class AppContext:
             import tempfile
 
             from eoctl.config import paths
-            from eoctl.engine import start_session
+            from eoctl.engine.spark import start_session
             from eoctl.scratch import run_dir
 
             if require_paths:  # a missing file is one line now, not an engine error a minute later
@@ -131,7 +131,7 @@ class AppContext:
         spark, self._spark = self._spark, None
         try:
             if spark is not None:
-                from eoctl.engine import class_archive, stop_session
+                from eoctl.engine.spark import class_archive, stop_session
 
                 try:
                     if succeeded and class_archive.recording():
@@ -144,7 +144,7 @@ class AppContext:
                     finally:
                         class_archive.discard_unfinished()
             elif "pyspark" in sys.modules:  # a session cut off while it started
-                from eoctl.engine import end_driver_jvm
+                from eoctl.engine.spark import end_driver_jvm
 
                 end_driver_jvm()
         finally:

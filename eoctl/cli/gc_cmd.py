@@ -46,13 +46,10 @@ def reconcile_tokens(
     evidence_dir = output.resolve().parent / f"{output.stem}-evidence" if output else None
     args = {"endpoints": endpoint, "grace": parse_duration(grace, "--grace"), "evidence_rows": evidence_rows,
             "evidence_dir": evidence_dir, "now": app.started_at}
-    with progress(app.output is OutputFormat.text) as step:
-        if config.engine.kind == "duckdb":
-            from eoctl.config import paths
+    from eoctl.config import paths
 
-            paths.require_paths(config)
-        else:
-            step("starting Spark")
+    with progress(app.output is OutputFormat.text) as step:
+        paths.require_paths(config)  # a missing file is one line now, not an engine error later
         report = run_reconcile(app.spark, config, **args, progress=step)
     if output is not None:
         import json
@@ -96,15 +93,11 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
                         evidence_rows=evidence_rows)
     run = module.gc_tokens if command == "gc-tokens" else module.gc_blobs
     try:
-        if config.engine.kind == "duckdb":  # no Spark to name a missing file: named here, in one line
-            from eoctl.config import paths
+        from eoctl.config import paths
 
-            paths.require_paths(config)
+        paths.require_paths(config)  # a missing file is one line now, not an engine error later
         with progress(app.output is OutputFormat.text) as step:
-            def spark():
-                step("starting Spark")
-                return app.spark()
-            result: GcResult = run(spark, config, options, step)
+            result: GcResult = run(app.spark, config, options, step)
     except Exception:  # known or not, cron's monitoring must see the failure
         if metrics_file is not None:
             write_metrics(metrics_file, GcResult(command, "-", execute, 0, []), success=False)

@@ -23,7 +23,7 @@ def _engine(app_ctx: AppContext):
 @app.command("list", epilog=example("eoctl jars list"))
 def list_jars(ctx: typer.Context) -> int:
     """Print the Maven coordinates eoctl loads for the installed pyspark."""
-    from eoctl.engine.jars import runtime_coordinates
+    from eoctl.engine.spark.jars import runtime_coordinates
 
     coords = [str(c) for c in runtime_coordinates(_engine(ctx.obj))]
     if ctx.obj.json:
@@ -38,7 +38,7 @@ def list_jars(ctx: typer.Context) -> int:
 def fetch(ctx: typer.Context, dest: Annotated[Path, typer.Argument(metavar="DEST", help="folder to copy the jars into")]) -> int:
     """Copy the Kafka connector and JDBC drivers (with their dependencies) into DEST with Maven,
     for engine.jars_dir / EOCTL_JARS_DIR on machines that cannot reach Maven Central."""
-    from eoctl.engine.jars import fetch_jars
+    from eoctl.engine.spark.jars import fetch_jars
 
     jars = fetch_jars(_engine(ctx.obj), dest)
     if ctx.obj.json:

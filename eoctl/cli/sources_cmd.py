@@ -48,7 +48,8 @@ def scan(
     message ids."""
     from eoctl.report.terminal import render_summary
     from eoctl.sources import check_ranges
-    from eoctl.sources.summary import summarize_input
+    from eoctl.config import paths
+    from eoctl.engine.run import summarize_input
 
     app_ctx: AppContext = ctx.obj
     config = app_ctx.config()
@@ -56,18 +57,8 @@ def scan(
     source = config.endpoint(endpoint).input
     check_ranges([source] if source else [], offset_ranges, config)
     with progress(not app_ctx.json) as step:
-        if config.engine.kind == "duckdb":
-            from eoctl.config import paths
-            from eoctl.sources.summary import summarize_input_duckdb
-
-            paths.require_paths(config)
-            step(f"reading {endpoint}'s input")
-            summary = summarize_input_duckdb(config, endpoint, offset_ranges or None)
-        else:
-            step("starting Spark")
-            spark = app_ctx.spark()
-            step(f"reading {endpoint}'s input")
-            summary = summarize_input(spark, config, endpoint, offset_ranges or None)
+        paths.require_paths(config)  # a missing file is one line now, not an engine error later
+        summary = summarize_input(app_ctx.spark, config, endpoint, offset_ranges or None, step)
     if app_ctx.json:
         emit_json(summary.to_dict(), schema="eoctl.sources-scan/v1", run=ctx.obj.run("sources scan"))
     else:

@@ -49,16 +49,10 @@ def trace(
         stuck_after=parse_duration(stuck_after, "--stuck-after"), grace=parse_duration(grace, "--grace"))
     config = app.config()
     with progress(not app.json) as step:
-        spark = None
-        if config.engine.kind != "duckdb":
-            step("starting Spark")
-            spark = app.spark()
-        else:
-            from eoctl.config import paths
+        from eoctl.config import paths
 
-            paths.require_paths(config)  # a missing file is one line, as on Spark
-        step("tracing")
-        result = run_trace(spark, config, lookup, options)
+        paths.require_paths(config)  # a missing file is one line now, not an engine error later
+        result = run_trace(app.spark, config, lookup, options, step)
     if app.json:
         emit_json(result.to_dict(), run=app.run("trace"))
     else:

@@ -1,5 +1,3 @@
-"""The Spark engine: session factory and connector jars."""
-
-from eoctl.engine.session import end_driver_jvm, java_version, start_session, stop_session
-
-__all__ = ["end_driver_jvm", "java_version", "start_session", "stop_session"]
+"""The engines and what the flows ask of them: eoctl.engine.run (the EngineRun protocol and
+open_run, the one place an engine is chosen), one package per engine (spark/, duckdb/), and what
+both share (errors, evidence values, the record index's files)."""

@@ -27,38 +27,11 @@ class IndexFiles(Protocol):
 
 def index_files(spark: SparkSession | None) -> IndexFiles:
     """The file system of the record index: Spark's when a session is given, else fsspec's."""
-    return HadoopFiles(spark) if spark is not None else FsspecFiles()
+    if spark is None:
+        return FsspecFiles()
+    from eoctl.engine.spark.files import HadoopFiles
 
-
-class HadoopFiles:
-    def __init__(self, spark: SparkSession) -> None:
-        self._spark = spark
-
-    def _fs(self, path: str):
-        hpath = self._spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
-        return hpath.getFileSystem(self._spark.sparkContext._jsc.hadoopConfiguration()), hpath
-
-    def exists(self, path: str) -> bool:
-        fs, hpath = self._fs(path)
-        return bool(fs.exists(hpath))
-
-    def mkdirs(self, path: str) -> None:
-        fs, hpath = self._fs(path)
-        fs.mkdirs(hpath)
-
-    def rename(self, src: str, dst: str) -> bool:
-        fs, hsrc = self._fs(src)
-        return bool(fs.rename(hsrc, self._fs(dst)[1]))
-
-    def delete(self, path: str) -> None:
-        fs, hpath = self._fs(path)
-        fs.delete(hpath, True)
-
-    def children(self, root: str) -> list[tuple[str, float]]:
-        fs, hroot = self._fs(root)
-        if not fs.exists(hroot):
-            return []
-        return [(s.getPath().getName(), float(s.getModificationTime())) for s in fs.listStatus(hroot)]
+    return HadoopFiles(spark)
 
 
 class FsspecFiles:

@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from eoctl.config.model import Config
     from eoctl.expr.functions import Dialect
-    from eoctl.incremental import RecordIndex
     from eoctl.expr.inputs import Scope
+    from eoctl.incremental import RecordIndex
     from eoctl.options import AuditOptions
+    from eoctl.sources.kafka import OffsetRange
+    from eoctl.sources.summary import InputSummary
     from eoctl.stores.layout import StoreLayout
+    from eoctl.trace.reader import TraceReader
 
 
 class EngineRun(Protocol):
@@ -72,13 +75,56 @@ def open_run(spark: Any, config: Config, options: AuditOptions, step: Callable[[
     with `options.since_last`, the records continue the newest recorded index that covers them;
     `index_path`: the (partial) folder this run's part of the record index is written to."""
     if config.engine.kind == "duckdb":
-        from eoctl.engine.duckdb_audit import DuckDBRun
+        from eoctl.engine.duckdb.run import DuckDBRun
 
         return DuckDBRun(config, options, step, inputs=inputs, layout=layout, keep_records=not narrow_records,
                          index_path=index_path)
-    from eoctl.engine.spark_audit import SparkRun
+    from eoctl.engine.spark.run import SparkRun
 
     if callable(spark):
         step("starting Spark")
         spark = spark()
     return SparkRun(spark, config, options, step, inputs=inputs, layout=layout, index_path=index_path)
+
+
+def open_trace_reader(spark: Any, config: Config, step: Callable[[str], None] = lambda _m: None) -> TraceReader:
+    """The configured engine's trace reader (eoctl.trace.reader; `spark`: a session, or a function
+    that starts one, called only here)."""
+    if config.engine.kind == "duckdb":
+        from eoctl.engine.duckdb.trace import DuckDBTraceReader
+
+        return DuckDBTraceReader(config)
+    from eoctl.engine.spark.trace import SparkTraceReader
+
+    if callable(spark):
+        step("starting Spark")
+        spark = spark()
+    return SparkTraceReader(spark)
+
+
+def open_rows_run(config: Config, tables: dict[str, tuple[list[dict[str, Any]], Any]], scope: Scope) -> EngineRun:
+    """A run over a handful of given rows (`tables`: name -> (rows, Ibis schema); trace's rows of
+    one message), in process on DuckDB whatever the configured engine: a Spark job each would cost
+    more than all of them. Its evidence rows are the rows' own Python values, every one."""
+    from eoctl.engine.duckdb.run import RowsRun
+
+    return RowsRun(config, tables, scope)
+
+
+def summarize_input(spark: Any, config: Config, endpoint: str, ranges: list[OffsetRange] | None = None,
+                    step: Callable[[str], None] = lambda _m: None) -> InputSummary:
+    """`eoctl sources scan` on the configured engine: per partition of an endpoint's input, its
+    records, offsets, committed offset, records in flight, records with the protocol headers and
+    distinct message ids (`spark`: a session, or a function that starts one, unused on DuckDB)."""
+    if config.engine.kind == "duckdb":
+        from eoctl.engine.duckdb.summary import summarize_input as on_duckdb
+
+        step(f"reading {endpoint}'s input")
+        return on_duckdb(config, endpoint, ranges)
+    from eoctl.engine.spark.summary import summarize_input as on_spark
+
+    if callable(spark):
+        step("starting Spark")
+        spark = spark()
+    step(f"reading {endpoint}'s input")
+    return on_spark(spark, config, endpoint, ranges)

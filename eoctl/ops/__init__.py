@@ -1,1 +1,3 @@
-"""The commands that change things (gc, replay): plan with Spark, change in small guarded batches."""
+"""The commands that change things (reconcile-tokens, gc-tokens, gc-blobs, replay-outbox,
+abort-transaction): a plan over the engine's run (eoctl.engine.run), then changes in small guarded
+batches under a lease, journaled, restorable."""

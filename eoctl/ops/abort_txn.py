@@ -21,23 +21,14 @@ from typing import Any, Protocol
 
 from eoctl.config.model import Config, KafkaConnection
 from eoctl.run_ids import new_run_id
+from eoctl.sources.kafka import ProducerState
 
 COMMAND = "abort-transaction"
 SCHEMA = "eoctl.abort-transaction/v1"
 
 
-@dataclass(frozen=True)
-class ProducerState:
-    """What the partition leader knows of one active producer (DescribeProducers)."""
-
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int  # -1 when the leader does not know it
-    transaction_start_offset: int | None  # None: no transaction open on the partition
-
-
 class TransactionAdmin(Protocol):
-    """Kafka's Admin API for transactions, on one cluster (eoctl.engine.kafka_admin)."""
+    """Kafka's Admin API for transactions, on one cluster (eoctl.engine.spark.kafka_admin)."""
 
     def producers(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], list[ProducerState]]: ...
 

@@ -129,7 +129,8 @@ class GarbagePlan:
     from every endpoint (a pending entry of one holds tokens of another); only the selected
     endpoints' garbage is collected. `spark`: a session, or a function that starts one."""
 
-    def __init__(self, spark: Any, layout: StoreLayout, options: GcOptions, kind: GcKind) -> None:
+    def __init__(self, spark: Any, layout: StoreLayout, options: GcOptions, kind: GcKind,
+                 step: Callable[[str], None] = lambda _m: None) -> None:
         from eoctl.engine.run import open_run
         from eoctl.options import AuditOptions
 
@@ -137,7 +138,9 @@ class GarbagePlan:
         self.key = kind.key
         # the classification (kept as `garbage`) reads a few columns of the records: those alone
         # are kept (records_for), not the whole working copy
-        self.engine = open_run(spark, config, AuditOptions(now=options.now, grace=options.grace), lambda _m: None,
+        self.engine = open_run(spark, config, AuditOptions(now=options.now, grace=options.grace),
+                               # run_gc says the plan's steps; of the engine's, only its start
+                               lambda m: step(m) if m == "starting Spark" else None,
                                inputs=frozenset({"blobs"}) if kind.what == "blobs" else frozenset(), layout=layout,
                                narrow_records=True)
         try:
@@ -208,7 +211,7 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
 
     def planned() -> Any:
         progress(f"classifying {kind.what}")
-        plan = GarbagePlan(spark, layout, options, kind)
+        plan = GarbagePlan(spark, layout, options, kind, progress)
         bound_to_limit(plan.tallies, options.max_deletes)
         return plan
 

@@ -33,7 +33,7 @@ from eoctl.ops.journal import (
     remove_intents_of,
 )
 from eoctl.ops.lease import RunLog, utcnow
-from eoctl.sources.tables import store_named
+from eoctl.stores.connection import store_named
 from eoctl.stores.db import Db, StoreConfig, in_list, open_db
 from eoctl.stores.layout import StoreLayout
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from eoctl.ops.lease import utcnow
-from eoctl.sources.tables import quote_ident
+from eoctl.stores.connection import quote_ident
 from eoctl.stores.db import StoreConfig, in_list, open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
 

@@ -28,7 +28,7 @@ from eoctl.config.model import Config, DuckDBStore
 from eoctl.errors import LeaseHeld, SourceError
 from eoctl.procs import pid_alive
 from eoctl.secrets import redact
-from eoctl.sources.tables import store_named
+from eoctl.stores.connection import store_named
 from eoctl.stores.db import Db, open_db
 
 LEASES = "eoctl_leases"

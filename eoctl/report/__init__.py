@@ -1,1 +1,2 @@
-"""Rendering of core results: terminal tables (Rich) and JSON. The core never imports this."""
+"""Rendering only: terminal tables (Rich), JSON, Markdown and the findings guide, of the typed
+results the core returns. Only the CLI imports it."""

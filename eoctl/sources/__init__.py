@@ -1,16 +1,12 @@
-"""Readers that return Spark DataFrames: live Kafka topics, topic archives, tables."""
+"""What the brokers and the archives say, engine-free: partitions, offsets, committed offsets,
+transactions (kafka), an archive's committed offsets and file checks (archive), the record
+columns (records), an input's summary (summary)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from eoctl.config.model import Config, TopicInput
-from eoctl.sources.archive import archive_committed_offsets, read_archive
-from eoctl.sources.kafka import OffsetRange, committed_offsets, read_topics
-from eoctl.sources.records import with_protocol_columns
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+from eoctl.sources.archive import archive_committed_offsets
+from eoctl.sources.kafka import OffsetRange, committed_offsets
 
 __all__ = ["OffsetRange", "check_ranges", "input_committed_offsets", "read_input"]
 
@@ -46,22 +42,6 @@ def check_ranges(inputs: list[TopicInput], ranges: list[OffsetRange] | None, con
                              f"(partitions: {shown})")
 
 
-def read_input(
-    spark: SparkSession, config: Config, source: TopicInput, ranges: list[OffsetRange] | None = None,
-    protocol: bool = True,
-) -> DataFrame:
-    """An endpoint's incoming records in the normalized schema, plus one column per protocol header
-    (unless `protocol` is false: a caller that filters first decodes only what it keeps)."""
-    if source.kafka:
-        df = read_topics(spark, config.kafka[source.kafka], source.topics, isolation=source.isolation, ranges=ranges)
-    else:
-        assert source.archive is not None
-        df = read_archive(spark, source.archive, source.archive_format, source.topics)
-        if ranges:
-            df = df.where(_ranges_predicate(ranges))
-    return with_protocol_columns(df, config.protocol.headers) if protocol else df
-
-
 def input_committed_offsets(config: Config, source: TopicInput) -> dict[str, dict[int, int]]:
     """Consumer progress: records below these offsets are processed, the rest are in flight."""
     if source.kafka:
@@ -70,17 +50,3 @@ def input_committed_offsets(config: Config, source: TopicInput) -> dict[str, dic
     return archive_committed_offsets(source)
 
 
-def _ranges_predicate(ranges: list[OffsetRange]):
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    def one(r: OffsetRange):
-        cond = (F.col("topic") == r.topic) & (F.col("partition") == r.partition)
-        if r.start >= 0:
-            cond &= F.col("offset") >= r.start
-        if r.end >= 0:
-            cond &= F.col("offset") < r.end
-        return cond
-
-    return reduce(lambda a, b: a | b, (one(r) for r in ranges))

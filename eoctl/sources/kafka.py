@@ -8,16 +8,11 @@ stable offset and a consumer group's committed offsets.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from eoctl.config.model import Isolation, KafkaConnection
+from eoctl.config.model import KafkaConnection
 from eoctl.errors import SourceError
-from eoctl.sources.records import normalize
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 EARLIEST = -2
 LATEST = -1
@@ -58,68 +53,6 @@ def client_config(conn: KafkaConnection) -> dict[str, Any]:
         cfg["ssl.ca.location"] = conn.ssl_ca_location
     cfg.update(conn.client_properties)
     return cfg
-
-
-def spark_options(conn: KafkaConnection) -> dict[str, str]:
-    """Spark Kafka source options (Java client settings prefixed with `kafka.`)."""
-    opts = {
-        "kafka.bootstrap.servers": conn.bootstrap_servers,
-        "kafka.security.protocol": conn.security_protocol,
-    }
-    if conn.sasl_mechanism:
-        password = conn.sasl_password.get_secret_value() if conn.sasl_password else ""
-        opts["kafka.sasl.mechanism"] = conn.sasl_mechanism
-        opts["kafka.sasl.jaas.config"] = (
-            f"{_JAAS_MODULE[conn.sasl_mechanism]} required "
-            f"username={json.dumps(conn.sasl_username)} password={json.dumps(password)};"
-        )
-    if conn.ssl_ca_location:
-        opts["kafka.ssl.truststore.type"] = "PEM"
-        opts["kafka.ssl.truststore.location"] = conn.ssl_ca_location
-    opts.update({f"kafka.{k}": v for k, v in conn.spark_properties.items()})
-    return opts
-
-
-def _offsets_json(ranges: list[OffsetRange], attr: str) -> str:
-    out: dict[str, dict[str, int]] = {}
-    for r in ranges:
-        out.setdefault(r.topic, {})[str(r.partition)] = getattr(r, attr)
-    return json.dumps(out)
-
-
-def read_topics(
-    spark: SparkSession,
-    conn: KafkaConnection,
-    topics: list[str],
-    *,
-    isolation: Isolation = "read_committed",
-    ranges: list[OffsetRange] | None = None,
-) -> DataFrame:
-    """Records of `topics` (all partitions, earliest to latest) or of exactly `ranges`, normalized.
-
-    Under read_committed, "latest" is the last stable offset and aborted records are skipped.
-    """
-    reader = spark.read.format("kafka").options(**spark_options(conn))
-    reader = reader.option("includeHeaders", "true").option("kafka.isolation.level", isolation)
-    if ranges:
-        unknown = sorted({r.topic for r in ranges} - set(topics))
-        if unknown:
-            raise SourceError(f"offset ranges name topics that are not configured: {', '.join(unknown)}")
-        assign: dict[str, list[int]] = {}
-        for r in ranges:
-            assign.setdefault(r.topic, []).append(r.partition)
-        reader = (
-            reader.option("assign", json.dumps(assign))
-            .option("startingOffsets", _offsets_json(ranges, "start"))
-            .option("endingOffsets", _offsets_json(ranges, "end"))
-        )
-    else:
-        reader = (
-            reader.option("subscribe", ",".join(topics))
-            .option("startingOffsets", "earliest")
-            .option("endingOffsets", "latest")
-        )
-    return normalize(reader.load())
 
 
 # ------------------------------------------------------------------------------ metadata
@@ -257,3 +190,13 @@ def time_ranges(conn: KafkaConnection, topics: list[str], since: dt.datetime | N
     start, end = at(since, "start"), at(until, "end")
     return [OffsetRange(t, p, start[(t, p)], end[(t, p)]) for t, p in sorted(offsets)
             if end[(t, p)] == LATEST or start[(t, p)] < end[(t, p)]]
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """What the partition leader knows of one active producer (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int  # -1 when the leader does not know it
+    transaction_start_offset: int | None  # None: no transaction open on the partition

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from eoctl.config.model import DuckDBStore, PostgresStore
-from eoctl.errors import SourceError
+from eoctl.config.model import Config, DuckDBStore, PostgresStore
+from eoctl.errors import SourceError, UsageError
 from eoctl.logs import get as get_logger
 
 _log = get_logger("stores")
@@ -168,3 +168,18 @@ def schema_columns(conn: Any, store: StoreConfig, table: str | None = None,
 def table_columns(conn: Any, store: StoreConfig, table: str) -> list[str] | None:
     """Column names of `table` in the store's schema, in order; None when the table does not exist."""
     return schema_columns(conn, store, table).get(table)
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def qualified(store: DuckDBStore | PostgresStore, table: str) -> str:
+    return f"{quote_ident(store.schema_name)}.{quote_ident(table)}"
+
+
+def store_named(config: Config, name: str) -> DuckDBStore | PostgresStore:
+    try:
+        return config.stores[name]
+    except KeyError:
+        raise UsageError(f"unknown store {name!r} (configured: {', '.join(sorted(config.stores)) or 'none'})") from None

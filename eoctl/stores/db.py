@@ -13,7 +13,7 @@ from typing import Any
 
 from eoctl.config.model import DuckDBStore, PostgresStore
 from eoctl.errors import SourceError
-from eoctl.sources.tables import qualified, quote_ident
+from eoctl.stores.connection import qualified, quote_ident
 from eoctl.stores.connection import connect, describe, table_columns
 
 StoreConfig = DuckDBStore | PostgresStore

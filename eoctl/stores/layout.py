@@ -35,7 +35,7 @@ from typing import Any
 from eoctl.config.model import Config
 from eoctl.errors import SourceError
 from eoctl.inert import inert
-from eoctl.sources.tables import quote_ident, store_named
+from eoctl.stores.connection import quote_ident, store_named
 from eoctl.stores.connection import StoreConfig, describe
 
 KINDS = ("tokens", "outbox", "intents")
@@ -127,7 +127,7 @@ def owner_census(conn: Any, store: StoreConfig, table: str, column: str, names: 
     query per name (the endpoint's rows are usually found at once); the count only when one is
     absent. `catalog`: the name a DuckDB store's file is attached as on `conn`."""
     from eoctl.config.model import DuckDBStore
-    from eoctl.sources.tables import qualified
+    from eoctl.stores.connection import qualified
 
     source = (quote_ident(catalog) + "." if catalog else "") + qualified(store, table)
     col = quote_ident(column)

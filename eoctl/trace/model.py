@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from eoctl.trace.reader import ScanNote, SinkRow
+
 
 class Verdict(str, Enum):
     processed_once = "processed once"
@@ -120,13 +122,6 @@ class Blob:
 
 
 @dataclass
-class SinkRow:
-    endpoint: str
-    sink: str
-    row: dict[str, Any]
-
-
-@dataclass
 class Event:
     at: Any
     what: str
@@ -151,17 +146,6 @@ class MessageTrace:
     findings_differ: list[str] = field(default_factory=list)
     timeline: list[Event] = field(default_factory=list)
     what_to_do: str = ""  # one line under the verdict (eoctl.trace.verdict.what_to_do)
-
-
-@dataclass
-class ScanNote:
-    """How one pass read the topics: the bounds it used and how many records it read."""
-
-    purpose: str
-    inputs: list[str]
-    bounds: str
-    records_read: int
-    full: bool
 
 
 @dataclass
@@ -196,25 +180,6 @@ class TraceResult:
     def nothing_found(self) -> bool:
         """Some id matched nothing (or no message at all was found)."""
         return not self.messages or any(m.verdict is Verdict.not_found for m in self.messages)
-
-
-@dataclass
-class Bounds:
-    """The time span a scan of the topics reads, and why (said in the output)."""
-
-    since: dt.datetime | None
-    until: dt.datetime | None
-    why: str
-
-
-#: one condition of a scan: protocol column -> accepted values, all of them (AND); a scan keeps
-#: the records that meet any of its conditions (OR)
-Clause = dict[str, set[str]]
-
-
-def live_clauses(clauses: list[Clause]) -> list[Clause]:
-    """The clauses that can match: a clause with an empty value set matches nothing."""
-    return [c for c in clauses if c and all(c.values())]
 
 
 def utc(value: Any) -> Any:

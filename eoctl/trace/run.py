@@ -1,28 +1,26 @@
 """One trace: the stores first (they date the message and name more ids), then at most two scans of
-the topics through the engine's TraceReader, the sinks, the blobs, the catalog's findings on the
-message and its verdict. Everything here is engine-free; a reader is eoctl.engine.spark_trace's
-or eoctl.engine.duckdb_trace's."""
+the topics through the engine's TraceReader (eoctl.trace.reader), the sinks, the blobs, the
+catalog's findings on the message (eoctl.trace.findings) and its verdict. Everything here is
+engine-free; the reader is the configured engine's (eoctl.engine.run.open_trace_reader)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config
 from eoctl.findings import names_message
 from eoctl.stores.layout import refused
 from eoctl.trace.blobs import blob_refs, check_blob
+from eoctl.trace.findings import message_findings
 from eoctl.trace.model import (
-    Bounds,
-    Clause,
     Copy,
     Entry,
     Intent,
     Lookup,
     MessageTrace,
-    ScanNote,
-    SinkRow,
     TokenRow,
     TraceOptions,
     TraceResult,
@@ -30,48 +28,28 @@ from eoctl.trace.model import (
     age_text,
     utc,
 )
+from eoctl.trace.reader import Bounds, Clause, ScanNote, SinkRow
 from eoctl.trace.sinks import find_by_sink_key, sink_config
 from eoctl.trace.stores import StoreLookups
 from eoctl.trace.timeline import timeline
 from eoctl.trace.verdict import decide_verdict, what_to_do
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from eoctl.trace.reader import TraceReader
 
 # A producer's clock (record CreateTime) and the store's clock may disagree by this much.
 _CLOCK_SKEW = dt.timedelta(minutes=15)
 
 
-class TraceReader(Protocol):
-    """What trace asks of an engine: scans of the inputs, sink lookups, and the catalog's
-    message-scoped checks over the rows gathered. Everything else is engine-free."""
+def run_trace(spark: Any, config: Config, lookup: Lookup, options: TraceOptions | None = None,
+              progress: Callable[[str], None] | None = None) -> TraceResult:
+    """Trace `lookup` on the configured engine (eoctl.engine.run.open_trace_reader; `spark`: a
+    session, or a function that starts one, unused on DuckDB)."""
+    from eoctl.engine.run import open_trace_reader
 
-    def scan(self, config: Config, bounds: Bounds, committed: dict[str, dict[str, dict[int, int]]],
-             clauses: list[Clause], purpose: str) -> tuple[list[dict[str, Any]], ScanNote]: ...
-
-    def sink_lookup(self, config: Config, column: str, value: str) -> tuple[list[SinkRow], bool]:
-        """The sink rows (at most 1,000 per sink) whose `column` equals `value`, and whether any
-        sink has that column."""
-
-    def sink_rows(self, config: Config, message_ids: set[str]) -> tuple[list[SinkRow], dict]: ...
-
-    def scoped_findings(self, config: Config, options: TraceOptions, hits: list[dict[str, Any]], committed: dict,
-                        stores: StoreLookups, sink_rows: list[SinkRow], sink_schemas: dict,
-                        messages: list[MessageTrace]) -> list[dict[str, Any]]: ...
-
-    def close(self) -> None: ...
-
-
-def run_trace(spark: SparkSession | None, config: Config, lookup: Lookup,
-              options: TraceOptions | None = None) -> TraceResult:
-    """Trace `lookup` on the Spark engine (`spark`), or on the DuckDB engine (None)."""
-    if spark is not None:
-        from eoctl.engine.spark_trace import SparkTraceReader
-
-        return _run_trace(SparkTraceReader(spark), config, lookup, options)
-    from eoctl.engine.duckdb_trace import DuckDBTraceReader
-
-    reader = DuckDBTraceReader(config)
+    step = progress or (lambda _m: None)
+    reader = open_trace_reader(spark, config, step)
+    step("tracing")
     try:
         return _run_trace(reader, config, lookup, options)
     finally:
@@ -161,8 +139,7 @@ def _run_trace(reader: TraceReader, config: Config, lookup: Lookup, options: Tra
             sink_rows.append(row)
 
     messages = [_assemble(config, options, m, hits, tokens, entries, intents, sink_rows) for m in sorted(ids)]
-    found = [] if not messages else reader.scoped_findings(config, options, hits, committed, stores, sink_rows,
-                                                           sink_schemas, messages)
+    found = [] if not messages else message_findings(config, options, hits, stores, sink_rows, sink_schemas, messages)
     refused_endpoints = refused(misnamed, list(config.endpoints))
     for m in messages:
         m.findings = [f for f in found if m.message_id in names_message(f["code"], f["evidence"])

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eoctl.config.model import Config, SinkConfig
 from eoctl.errors import UsageError
-from eoctl.trace.model import SinkRow
+from eoctl.trace.reader import SinkRow
 
 if TYPE_CHECKING:
-    from eoctl.trace.run import TraceReader
-
-
-def sink_key_literal(column: str, value: str, kind: str) -> Any:
-    """`value` as the sink column's own kind ("integer", "number", else text), so the predicate is
-    pushed down to files and databases; a value that is not a number for a number column is a
-    usage error."""
-    try:
-        if kind == "integer":
-            return int(value)
-        if kind == "number":
-            return float(value)
-    except ValueError:
-        raise UsageError(f"--by {column}={value!r}: the sink column {column} holds numbers") from None
-    return value
+    from eoctl.trace.reader import TraceReader
 
 
 def find_by_sink_key(reader: TraceReader, config: Config, column: str, value: str) -> tuple[set[str], list[SinkRow]]:

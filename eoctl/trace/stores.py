@@ -10,8 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from eoctl.config.model import Config
-from eoctl.sources.tables import quote_ident
-from eoctl.stores.connection import connection_key
+from eoctl.stores.connection import connection_key, quote_ident
 from eoctl.stores.db import Db, in_list, open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
 from eoctl.trace.model import Entry, Intent, TokenRow, utc

@@ -89,7 +89,7 @@ def test_bad_evidence_becomes_eo105_never_a_crash(spark, tmp_path: Path) -> None
     from tests.helpers.audits import audit_spark
     from eoctl.config import load_config
     from eoctl.options import AuditOptions
-    from eoctl.sources.records import record_schema
+    from eoctl.engine.spark.sources import record_schema
 
     ts = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
     good = [("eo-message-id", b"m1"), ("eo-token-id", b"t1"), ("eo-producer", b"p"), ("eo-sequence", b"1")]

@@ -105,7 +105,7 @@ def _record(offset: int, producer: str, seq: int) -> dict:
 @pytest.mark.parametrize("engine", ["spark", "duckdb"])
 def test_gaps_in_long_sequences_long_missing_stretches_and_negative_numbers(spark, tmp_path: Path,
                                                                             engine: str) -> None:
-    from eoctl.sources.records import record_schema
+    from eoctl.engine.spark.sources import record_schema
 
     sequences = {
         # a short gap, one past 32768, then long stretches missing

@@ -170,7 +170,7 @@ class _on_duckdb:
 def _on_spark(spark):
     class _Run:
         def __init__(self, tables) -> None:
-            from eoctl.engine.spark_audit import sql_conf
+            from eoctl.engine.spark.run import sql_conf
             from eoctl.expr.functions import SPARK_SQL_CONF
 
             self.views = list(tables)

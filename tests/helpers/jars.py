@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from eoctl.config.model import EngineConfig
-from eoctl.engine.jars import fetch_jars
+from eoctl.engine.spark.jars import fetch_jars
 from tests.helpers.servers import CACHE
 
 KAFKA_POM = Path(__file__).resolve().parent / "kafka_broker" / "pom.xml"

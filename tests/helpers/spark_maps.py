@@ -19,8 +19,8 @@ def main(jars_dir: str | None) -> None:
     from pyspark import SparkContext
 
     from eoctl.config.model import EngineConfig
-    from eoctl.engine import start_session, stop_session
-    from eoctl.engine.session import cache_dir
+    from eoctl.engine.spark import start_session, stop_session
+    from eoctl.engine.spark.session import cache_dir
 
     spark = start_session(EngineConfig(master="local[1]", jars_dir=jars_dir, class_archive=jars_dir is not None))
     pid = SparkContext._gateway.proc.pid  # spark-submit exec's the JVM: this is the driver

@@ -6,7 +6,8 @@ import datetime as dt
 from collections import defaultdict
 
 from eoctl.findings import CATALOG, AuditReport, Severity, names_message
-from eoctl.trace import Lookup, TraceOptions, TraceResult, run_trace
+from eoctl.trace import Lookup, TraceOptions, TraceResult
+from tests.helpers.audits import trace_spark
 
 
 def named_messages(report: AuditReport) -> dict[str, set[str]]:
@@ -25,7 +26,7 @@ def named_messages(report: AuditReport) -> dict[str, set[str]]:
 def trace_all(spark, config, ids: list[str], now: dt.datetime, grace: dt.timedelta,
               stuck_after: dt.timedelta) -> TraceResult:
     options = TraceOptions(now=now, grace=grace, stuck_after=stuck_after, full_scan=True)
-    return run_trace(spark, config, Lookup("message_id", ids[0], values=ids), options)
+    return trace_spark(spark, config, Lookup("message_id", ids[0], values=ids), options)
 
 
 def assert_agree(report: AuditReport, result: TraceResult) -> dict[str, set[str]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from eoctl.config import load_config
-from eoctl.engine.kafka_admin import JavaTransactionAdmin
+from eoctl.engine.spark.kafka_admin import JavaTransactionAdmin
 from eoctl.ops.abort_txn import AbortOptions, abort_transactions
 from eoctl.sources.kafka import partition_offsets
 from tests.helpers.cli import run_eoctl

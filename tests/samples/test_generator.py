@@ -104,7 +104,7 @@ def test_log_start_gap_and_bad_mix(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_eoctl_reads_the_generated_archive(generated, spark) -> None:
     from eoctl.config import load_config
-    from eoctl.sources.summary import summarize_input
+    from eoctl.engine.spark.summary import summarize_input
 
     out, truth = generated
     summary = summarize_input(spark, load_config(out / "eoctl.toml"), "billing")

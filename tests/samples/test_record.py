@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from eoctl.config import load_config
-from eoctl.sources import input_committed_offsets, read_input
+from eoctl.sources import input_committed_offsets
+from eoctl.engine.spark.sources import read_input
 from samples.reference.record import record
 
 pytestmark = pytest.mark.integration

@@ -12,12 +12,9 @@ from hypothesis import strategies as st
 
 from eoctl.config.model import TopicInput
 from eoctl.errors import SourceError
-from eoctl.sources.archive import (
-    archive_committed_offsets,
-    read_archive,
-    undecodable_lines,
-)
-from eoctl.sources.records import record_schema
+from eoctl.sources.archive import archive_committed_offsets
+from eoctl.engine.spark.sources import read_archive, undecodable_lines
+from eoctl.engine.spark.sources import record_schema
 
 pytestmark = pytest.mark.integration
 
@@ -146,8 +143,8 @@ _EDGE_LINES = [
 def test_the_duckdb_engine_reads_json_lines_as_spark_does(spark, tmp_path: Path) -> None:
     """Every edge line, among good ones: the records each engine reads (with their place and
     time) and the lines each names as not records are the same."""
-    from eoctl.engine.duckdb import connect
-    from eoctl.engine.duckdb import read_archive as read_on_duckdb
+    from eoctl.engine.duckdb.sql import connect
+    from eoctl.engine.duckdb.records import read_archive as read_on_duckdb
 
     lines = [_good_line(100 + i) if i % 3 == 0 else _EDGE_LINES[i // 3] for i in range(3 * len(_EDGE_LINES))]
     (tmp_path / "part-0.json").write_text("\n".join(lines) + "\n", newline="")

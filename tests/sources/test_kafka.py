@@ -7,8 +7,9 @@ import uuid
 import pytest
 
 from eoctl.config.model import HeaderNames, KafkaConnection
-from eoctl.sources.kafka import OffsetRange, committed_offsets, partition_offsets, read_topics
-from eoctl.sources.records import record_schema, with_protocol_columns
+from eoctl.sources.kafka import OffsetRange, committed_offsets, partition_offsets
+from eoctl.engine.spark.sources import read_topics
+from eoctl.engine.spark.sources import record_schema, with_protocol_columns
 from tests.helpers.kafka_data import commit_group_offsets, produce
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import pytest
 
 from eoctl.config.model import Config, DuckDBStore, PostgresStore, TableSource
 from eoctl.errors import SourceError
-from eoctl.sources.tables import read_store_table, read_table
+from eoctl.engine.spark.stores import read_store_table, read_table
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +64,7 @@ def test_postgres_copy_for_the_duckdb_engine_reads_as_spark_reads(spark, pg_stor
     times in UTC; a wrong password is one line without it; a missing table says so."""
     import pyarrow.parquet as pq
 
-    from eoctl.sources.tables import postgres_snapshot
+    from eoctl.stores.snapshots import postgres_snapshot
 
     copied = pq.read_table(postgres_snapshot(pg_store, "eo_tokens")).to_pylist()
     read = [r.asDict() for r in read_store_table(spark, pg_store, "eo_tokens").collect()]

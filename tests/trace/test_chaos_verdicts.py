@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eoctl.trace import Lookup, TraceOptions, Verdict, run_trace
+from eoctl.trace import Lookup, TraceOptions, Verdict
+from tests.helpers.audits import trace_spark, trace_duckdb
 from tests.helpers.chaos import ChaosRun, recorded_copy
 from tests.helpers.cli import run_eoctl
 
@@ -38,7 +39,7 @@ def audited(spark, chaos: ChaosRun):
 
 
 def _trace(spark, chaos: ChaosRun, message_id: str):
-    result = run_trace(spark, chaos.config, Lookup("message_id", message_id), TraceOptions(**SETTLED))
+    result = trace_spark(spark, chaos.config, Lookup("message_id", message_id), TraceOptions(**SETTLED))
     (message,) = result.messages
     assert message.message_id == message_id
     return message
@@ -46,7 +47,7 @@ def _trace(spark, chaos: ChaosRun, message_id: str):
 
 def _trace_many(spark, chaos: ChaosRun, message_ids: list[str]) -> dict:
     """Several messages traced in one pass (each gets what it would alone: tests/trace/test_findings.py)."""
-    result = run_trace(spark, chaos.config, Lookup("message_id", message_ids[0], values=message_ids),
+    result = trace_spark(spark, chaos.config, Lookup("message_id", message_ids[0], values=message_ids),
                        TraceOptions(**SETTLED))
     assert sorted(m.message_id for m in result.messages) == sorted(set(message_ids))
     return {m.message_id: m for m in result.messages}
@@ -170,7 +171,7 @@ def test_verdict_ghost(spark, chaos) -> None:
 def test_verdict_shared_blob_name(spark, chaos) -> None:
     """Found by its sink key: the invoice whose blob another attempt overwrote has lost its data."""
     (e,) = _entries(chaos, "shared_blob_name")
-    result = run_trace(spark, chaos.config, Lookup("sink", str(e["order"]), "order_id"), TraceOptions(**SETTLED))
+    result = trace_spark(spark, chaos.config, Lookup("sink", str(e["order"]), "order_id"), TraceOptions(**SETTLED))
     (m,) = result.messages
     assert m.verdict is Verdict.lost
     assert "EO403" in _codes(m)
@@ -221,7 +222,7 @@ def test_trace_agrees_with_the_audit(spark, chaos, audited) -> None:
     by_id = {m.message_id: m for m in result.messages}
     for code in ("EO302", "EO403"):
         alone_id = min(m for m, codes in named.items() if code in codes)
-        alone = run_trace(spark, chaos.config, Lookup("message_id", alone_id),
+        alone = trace_spark(spark, chaos.config, Lookup("message_id", alone_id),
                           TraceOptions(now=now, grace=zero, stuck_after=zero, full_scan=True)).messages[0]
         together = by_id[alone_id]
         assert (alone.verdict, sorted(f["code"] for f in alone.findings)) == (
@@ -246,18 +247,18 @@ def test_lookup_by_token_and_the_recorded_findings(spark, chaos, audited) -> Non
     assert any(line.startswith("EO502: ") and "not about one message" in line for line in by_message.findings_differ)
 
     token = by_message.copies[0].token_id
-    result = run_trace(spark, chaos.config, Lookup("token_id", token), TraceOptions(**SETTLED))
+    result = trace_spark(spark, chaos.config, Lookup("token_id", token), TraceOptions(**SETTLED))
     assert [m.message_id for m in result.messages] == [ghost["outgoing"][0]]
     assert result.messages[0].verdict is Verdict.ghost
 
     # the orphan token a crashed attempt left: found in the store, traced to its message
     (orphan,) = [f for f in report.findings if f.code == "EO201"]
     row = orphan.evidence[0]
-    result = run_trace(spark, chaos.config, Lookup("token_id", row["token_id"]), TraceOptions(**SETTLED))
+    result = trace_spark(spark, chaos.config, Lookup("token_id", row["token_id"]), TraceOptions(**SETTLED))
     (m,) = result.messages
     assert m.verdict is Verdict.processed_once and "EO201" in _codes(m)
 
-    missing = run_trace(spark, chaos.config, Lookup("message_id", "no-such-message"), TraceOptions(**SETTLED))
+    missing = trace_spark(spark, chaos.config, Lookup("message_id", "no-such-message"), TraceOptions(**SETTLED))
     assert [m.verdict for m in missing.messages] == [Verdict.not_found]
     assert missing.nothing_found() and not missing.worst_is_bad()
 
@@ -344,17 +345,17 @@ def test_fast_paths_on_a_live_broker(spark, kafka, tmp_path: Path, engine: str) 
     """))
 
     spark = spark if engine == "spark" else None
-    fast = run_trace(spark, config, Lookup("message_id", "target"), TraceOptions(since=now - dt.timedelta(hours=1)))
+    fast = trace_spark(spark, config, Lookup("message_id", "target"), TraceOptions(since=now - dt.timedelta(hours=1)))
     (m,) = fast.messages
     assert m.verdict is Verdict.in_flight and [c.offset for c in m.copies] == [40]
     assert m.copies[0].token_present is True
     assert (fast.scans[0].records_read, fast.scans[0].full) == (2, False)
 
-    dated = run_trace(spark, config, Lookup("message_id", "target"), TraceOptions(window=dt.timedelta(hours=1)))
+    dated = trace_spark(spark, config, Lookup("message_id", "target"), TraceOptions(window=dt.timedelta(hours=1)))
     assert [c.offset for c in dated.messages[0].copies] == [40]
     assert dated.scans[0].records_read == 2 and "first sign" in dated.scans[0].bounds
 
-    blind = run_trace(spark, config, Lookup("message_id", "old-3"), TraceOptions())
+    blind = trace_spark(spark, config, Lookup("message_id", "old-3"), TraceOptions())
     assert blind.messages[0].verdict is Verdict.lost  # in flight, and its token is gone
     assert (blind.scans[0].records_read, blind.scans[0].full) == (42, True)
     assert "full scan" in blind.scans[0].bounds
@@ -388,7 +389,7 @@ def test_trace_on_duckdb_reads_as_on_spark(spark, chaos, audited, lookup: str) -
         (e,) = _entries(chaos, "shared_blob_name")
         what = Lookup("sink", str(e["order"]), "order_id")
     options = TraceOptions(now=now, grace=zero, stuck_after=zero)
-    on_spark = run_trace(spark, chaos.config, what, options).to_dict()
-    on_duckdb = run_trace(None, chaos.config, what, options).to_dict()
+    on_spark = trace_spark(spark, chaos.config, what, options).to_dict()
+    on_duckdb = trace_duckdb(chaos.config, what, options).to_dict()
     assert on_spark["messages"] and any(m["findings"] for m in on_spark["messages"])
     assert json.dumps(on_duckdb, sort_keys=True, default=str) == json.dumps(on_spark, sort_keys=True, default=str)

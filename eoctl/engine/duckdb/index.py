@@ -1,0 +1,172 @@
+"""`audit --since-last` on the DuckDB engine: the record index (eoctl.incremental) read and written
+as the Spark engine reads and writes it, so a run on one engine continues from a run on the other.
+
+The index's segments are the same Parquet records (RECORD_COLUMNS); its time column is written as
+an instant (isAdjustedToUTC), which Spark reads as its TIMESTAMP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from eoctl.engine.duckdb.files import archive_files
+from eoctl.engine.duckdb.sql import _ident, flat_table, repr_sql, sql_utc_wall_time
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from eoctl.config.model import Config, EndpointConfig
+    from eoctl.incremental import PartitionPlan, RecordIndex
+
+_SEGMENT_FILE = "part-00000.zstd.parquet"
+
+
+@dataclass
+class IndexRun:
+    """A DuckDB audit's part in the record index: the run it continues from (`base`, with `plans`:
+    per endpoint, where the source is read from), and the partial folder it writes its own
+    segment to (`partial`, when it keeps an index)."""
+
+    base: RecordIndex | None = None
+    plans: dict[str, list[PartitionPlan]] = field(default_factory=dict)
+    partial: str | None = None
+    fallback: str | None = None  # why a base found was given up (a full scan)
+    committed: dict = field(default_factory=dict)  # the committed offsets the run read against
+
+    @classmethod
+    def open(cls, config: Config, endpoints: dict[str, EndpointConfig], since_last: bool,
+             partial: str | None) -> IndexRun:
+        from eoctl import incremental
+
+        run = cls(partial=partial)
+        if since_last:
+            base = incremental.find_base(None, config, endpoints)
+            if base is not None:
+                plans, reason = incremental.plan_reads(config, endpoints, base)
+                if plans is None:
+                    run.fallback = reason
+                else:
+                    run.base, run.plans = base, plans
+        return run
+
+    def kafka_ranges(self, endpoint: str):
+        from eoctl.incremental import kafka_ranges
+
+        plans = self.plans.get(endpoint)
+        return kafka_ranges(plans) if plans is not None else None
+
+    def archive_condition(self, endpoint: str) -> str | None:
+        from eoctl.incremental import archive_condition
+
+        plans = self.plans.get(endpoint)
+        return archive_condition(plans, _ident) if plans else None
+
+
+def records_with_index(con: duckdb.DuckDBPyConnection, working_copy_sql: str, run: IndexRun,
+                       committed: dict[str, dict[str, dict[int, int]]], kind: str) -> None:
+    """`fresh`: the working copy of what this run read from the source (written as its segment
+    when it keeps an index); `records` (a TEMP TABLE or VIEW: `kind`): those and the base index's rows
+    this run takes from it, with `committed` and `processed` from the current committed offsets."""
+    from eoctl.engine.files import FsspecFiles
+
+    run.committed = committed
+    if run.partial is not None:
+        folder = f"{run.partial}/records"
+        FsspecFiles().mkdirs(folder)
+        _copy(con, working_copy_sql, f"{folder}/{_SEGMENT_FILE}")
+        con.execute(f"CREATE OR REPLACE VIEW fresh AS {_read_segments(archive_files(folder, 'parquet'))}")
+    else:
+        con.execute(f"CREATE OR REPLACE VIEW fresh AS {working_copy_sql}")
+    parts = ["SELECT * FROM fresh"]
+    if run.base is not None:
+        _bounds(con, run, committed)
+        indexed = _index_rows(run.base.segments)
+        if indexed:
+            parts.append(indexed)
+    con.execute(f"CREATE OR REPLACE {kind} records AS " + " UNION ALL ".join(parts))
+
+
+def _bounds(con: duckdb.DuckDBPyConnection, run: IndexRun, committed: dict) -> None:
+    """Per audited partition: which index rows still count (b_low <= offset < b_start) and its
+    committed offset now."""
+    rows = [{"b_endpoint": n, "b_topic": p.topic, "b_partition": p.partition, "b_start": p.start, "b_low": p.low,
+             "b_committed": committed.get(n, {}).get(p.topic, {}).get(p.partition)}
+            for n, plans in run.plans.items() for p in plans]
+    flat_table(con, "index_bounds", rows, {"b_endpoint": "VARCHAR", "b_topic": "VARCHAR", "b_partition": "INTEGER",
+                                           "b_start": "BIGINT", "b_low": "BIGINT", "b_committed": "BIGINT"})
+
+
+def _index_rows(segments) -> str | None:
+    """The SELECT of the index rows of `segments` this run takes (see _bounds); None when they
+    hold no file (the base run read no record)."""
+    files = [f for s in segments if s.records for f in archive_files(s.path, "parquet", "record index segment")]
+    if not files:
+        return None
+    return ("SELECT i.endpoint, i.topic, CAST(i.\"partition\" AS INTEGER) AS \"partition\", "
+            f"CAST(i.\"offset\" AS BIGINT) AS \"offset\", {sql_utc_wall_time('i.timestamp')} AS timestamp, "
+            "coalesce(i.\"offset\" < b.b_committed, false) AS processed, b.b_committed AS committed, "
+            "i.message_id, i.token_id, i.producer, CAST(i.seq AS BIGINT) AS seq, i.causation_id, i.attempt_id, "
+            f"i.blobs, i.problem FROM read_parquet([{', '.join(repr_sql(f) for f in files)}]) AS i "
+            "JOIN index_bounds AS b ON i.endpoint = b.b_endpoint AND i.topic = b.b_topic "
+            "AND i.\"partition\" = b.b_partition WHERE i.\"offset\" < b.b_start AND i.\"offset\" >= b.b_low")
+
+
+def _read_segments(files: list[str]) -> str:
+    return (f"SELECT * REPLACE ({sql_utc_wall_time('timestamp')} AS timestamp) "
+            f"FROM read_parquet([{', '.join(repr_sql(f) for f in files)}])")
+
+
+def _copy(con: duckdb.DuckDBPyConnection, sql: str, path: str) -> int:
+    """Write the rows of `sql` (RECORD_COLUMNS) as one zstd Parquet file, the time as an instant;
+    the number written."""
+    from eoctl.stores.snapshots import sql_utc_instant
+
+    return con.execute(f"COPY (SELECT * REPLACE ({sql_utc_instant('timestamp')} AS timestamp) FROM ({sql})) "
+                       f"TO {repr_sql(path)} (FORMAT parquet, COMPRESSION zstd)").fetchall()[0][0]
+
+
+def fresh_stats(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int, int, int, int]]:
+    """(endpoint, topic, partition, end offset, records, lowest offset) per partition read from
+    the source (eoctl.engine.spark.records.SparkRecords.fresh_stats)."""
+    return [tuple(r) for r in con.execute(
+        'SELECT endpoint, topic, "partition", max("offset") + 1, count(*), min("offset") FROM fresh '
+        "GROUP BY ALL ORDER BY ALL").fetchall()]
+
+
+def keep(con: duckdb.DuckDBPyConnection, config: Config, run_id: str, run: IndexRun,
+         endpoints: dict[str, EndpointConfig], started_at: str, stats: list) -> RecordIndex:
+    """Complete this run's part of the record index (a merge of the newest segments when one is
+    due, as eoctl.engine.spark.records.keep) and publish it; the history row will name it."""
+    from eoctl import incremental
+    from eoctl.engine.files import FsspecFiles
+    from eoctl.incremental import RecordIndex, Segment
+
+    assert run.partial is not None
+    folder = incremental.run_folder(config, run_id)
+    segments = list(run.base.segments) if run.base is not None else []
+    fresh = sum(row[4] for row in stats)
+    if fresh:
+        segments.append(Segment(f"{folder}/records", fresh))
+    lows: dict[str, dict[str, dict[int, int]]] = {}
+    archived = [n for n, ep in endpoints.items() if ep.input is not None and ep.input.archive]
+    if archived:  # an archive's log start: the first offset it holds (the index's or the new)
+        for ep, topic, partition, low in con.execute(
+                f"SELECT ep, topic, \"partition\", log_start FROM log_starts WHERE ep IN "
+                f"({', '.join(repr_sql(n) for n in archived)})").fetchall():
+            lows.setdefault(ep, {}).setdefault(topic, {})[partition] = low
+    merge = incremental.merge_plan(segments)
+    if merge:
+        segments, merged = segments[:-merge], segments[-merge:]
+        older = [s for s in merged if not s.path.startswith(folder + "/")]
+        own = len(older) < len(merged)  # this run's own segment is merged too
+        parts = [p for p in (_index_rows(older) if older else None, "SELECT * FROM fresh" if own else None) if p]
+        FsspecFiles().mkdirs(f"{run.partial}/merged")
+        count = _copy(con, " UNION ALL ".join(parts), f"{run.partial}/merged/{_SEGMENT_FILE}")
+        if own:
+            con.execute("DROP VIEW fresh")  # it reads the segment the merge replaces
+            incremental.discard(None, f"{run.partial}/records")
+        segments.append(Segment(f"{folder}/merged", count))
+    incremental.publish(None, config, run_id, run.partial)
+    return RecordIndex(run_id, tuple(segments), incremental.fingerprints(config, endpoints),
+                       incremental.index_ends(run.plans, stats), run.committed, started_at, lows)

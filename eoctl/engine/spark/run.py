@@ -1,0 +1,282 @@
+"""The audit's inputs on the Spark engine: the tables of eoctl.expr.inputs as temporary views of the
+session, so the checks of eoctl.expr.catalog, compiled to Spark SQL, read what the DuckDB engine's
+read (eoctl.engine.duckdb.run).
+
+The records are eoctl.engine.spark.records' working copy (one scan of each source, written once
+as Parquet, and with `--since-last` the record index's rows); SparkStores reads the store tables,
+sinks and blob prefixes, once each. Nothing is collected to the driver but per-partition offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from eoctl.config.model import Config
+from eoctl.engine.spark.frames import local_frame
+from eoctl.engine.spark.stores import SparkStores
+from eoctl.secrets import redact
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from eoctl.engine.spark.records import SparkRecords
+    from eoctl.expr.inputs import Scope
+    from eoctl.incremental import RecordIndex
+    from eoctl.options import AuditOptions
+    from eoctl.stores.layout import StoreLayout
+
+#: How the compiled checks are planned. Spark estimates a Parquet scan by its compressed bytes:
+#: the token ids of 10M records (~6 MB on disk, ~600 MB as a hash table) looked small enough to
+#: broadcast, and the driver's heap ran out building the table. Text in zstd Parquet takes 5-10x
+#: its size in memory; a kept (computed) table is estimated by its real size.
+_PLANNING = {"spark.sql.sources.fileCompressionFactor": "10"}
+
+#: Spark's type of each column type of eoctl.expr.inputs' schemas
+_SPARK_TYPES = {"string": "string", "timestamp": "timestamp", "int64": "long", "int32": "int", "boolean": "boolean"}
+
+
+class SparkRun:
+    """The inputs of eoctl.expr.inputs opened as temporary views of a Spark session (eoctl.engine.
+    run.EngineRun): the working copy of the records, the store tables, and what `inputs` names
+    (open_views); with `options.since_last` the records continue the newest recorded index, and
+    with `index_path` the working copy becomes this run's part of it (keep_index). The session
+    runs with the compiled expressions' SQL settings until release()."""
+
+    def __init__(self, spark: SparkSession, config: Config, options: AuditOptions, step: Callable[[str], None], *,
+                 inputs: frozenset[str] = frozenset(), layout: StoreLayout | None = None,
+                 index_path: str | None = None) -> None:
+        from eoctl import incremental
+        from eoctl.engine.spark.records import SparkRecords
+        from eoctl.expr import Dialect
+        from eoctl.expr.functions import SPARK_SQL_CONF
+
+        self.spark = spark
+        self.config = config
+        self.dialect = Dialect.spark
+        self.options = options
+        base = None
+        if options.since_last:
+            selected = options.endpoints or list(config.endpoints)
+            base = incremental.find_base(spark, config, {n: config.endpoint(n) for n in selected})
+        self._index_path = index_path
+        self.records = SparkRecords(spark, config, options, base, index_path)
+        self.stores = SparkStores(spark, config, layout)
+        self._kept: dict[str, DataFrame] = {}
+        self._conf = sql_conf(spark, {**SPARK_SQL_CONF, **_PLANNING})
+        self._conf.__enter__()
+        try:
+            self.scope = open_views(self.records, self.stores, step, inputs)
+        except BaseException:
+            self.release()
+            raise
+
+    @property
+    def base(self) -> RecordIndex | None:
+        return self.records.base
+
+    @property
+    def fallback(self) -> str | None:
+        return self.records.fallback
+
+    def record_count(self) -> int:
+        return self.records.record_count()  # the one scan of the source all checks share
+
+    def fresh_stats(self) -> list[tuple[str, str, int, int, int, int]]:
+        return self.records.fresh_stats if self.options.since_last or self._index_path else []
+
+    def keep_index(self, run_id: str, stats: list) -> RecordIndex:
+        from eoctl.engine.spark.records import keep
+
+        assert self._index_path is not None
+        return keep(self.spark, self.config, run_id, self._index_path, self.records, stats)
+
+    def keep(self, name: str, sql: str) -> None:
+        from pyspark import StorageLevel
+
+        if name in self._kept:
+            self._kept.pop(name).unpersist()
+        df = self.spark.sql(sql).persist(StorageLevel.MEMORY_AND_DISK)
+        df.count()  # computed now: queries that read it are planned knowing its real size
+        df.createOrReplaceTempView(name)
+        self._kept[name] = df
+
+    def records_for(self, columns) -> str:
+        return "records"  # the working copy is kept (a Parquet scratch copy, or the cached frame)
+
+    def rows(self, sql: str) -> list[dict[str, Any]]:
+        from eoctl.engine.evidence import jsonable
+
+        return [redact(jsonable(r.asDict(recursive=True))) for r in self.spark.sql(sql).collect()]
+
+    def evaluate(self, sql: str, stem: str) -> tuple[int, list[dict[str, Any]], str | None]:
+        from eoctl.engine.spark.evidence import materialize
+
+        return materialize(self.spark.sql(sql), self.options.evidence_rows, self.options.evidence_dir, stem)
+
+    def stream(self, sql: str) -> Iterator[dict[str, Any]]:
+        from pyspark import StorageLevel
+
+        # computed once and kept: toLocalIterator runs a job per partition, which would recompute it
+        df = self.spark.sql(sql).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            df.count()
+            for row in df.toLocalIterator():
+                yield row.asDict(recursive=True)
+        finally:
+            df.unpersist()
+
+    def release(self) -> None:
+        for df in self._kept.values():
+            df.unpersist()
+        self._kept.clear()
+        try:
+            self.stores.release()
+            self.records.release()
+        finally:
+            self._conf.__exit__(None, None, None)
+
+
+def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str], None],
+               inputs: frozenset[str] = frozenset()) -> Scope:
+    """Make the tables of eoctl.expr.inputs temporary views of the session: the records, the
+    store tables, and what `inputs` names (eoctl.findings.INPUTS: sinks, blob listings and their
+    hashes, log starts, transactions, undecodable lines); the scope that describes them (which
+    store tables exist, each sink's columns)."""
+    from eoctl.expr.inputs import Scope
+
+    scope = Scope(records.config, records.options, layout=stores.layout)
+    step("reading the records of every input")
+    records.records.createOrReplaceTempView("records")
+    records.commits_frame().createOrReplaceTempView("commits")
+    step("reading the store tables")
+    scope.tables = _store_views(stores, list(records.endpoints))
+    scope.refuse_misnamed()
+    if "sinks" in inputs:  # lazy: read only by the checks that look at sinks (EO202, EO5xx)
+        _sink_views(stores, records.endpoints, scope)
+    if "blobs" in inputs:
+        for name, ep in records.endpoints.items():
+            if ep.blobs:
+                stores.blobs(name, "blob_hashes" in inputs).createOrReplaceTempView(scope.blob_view(name))
+    if "log_starts" in inputs:
+        _log_starts_view(records)
+    if "transactions" in inputs:
+        _transactions_view(records)
+    if "undecodable" in inputs:
+        _undecodable_view(records)
+    return scope
+
+
+@contextmanager
+def sql_conf(spark, settings: dict[str, str]) -> Iterator[None]:
+    """The session with `settings` for a while (the compiled expressions' SPARK_SQL_CONF), then as
+    it was: the session may be the caller's own."""
+    before = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def _typed(df: DataFrame, schema: dict[str, str], ep: str | None = None) -> DataFrame:
+    """`df`'s columns of `schema`, in its order and types; `ep` first when given."""
+    from pyspark.sql import functions as F
+
+    cols = [F.lit(ep).cast("string").alias("ep")] if ep is not None else []
+    return df.select(*cols, *[F.col(c).cast(_SPARK_TYPES[t]).alias(c) for c, t in schema.items()])
+
+
+def _empty(spark: SparkSession, schema: dict[str, str]) -> DataFrame:
+    return local_frame(spark, [], ", ".join(f"`{c}` {_SPARK_TYPES[t]}" for c, t in schema.items()))
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _store_views(stores: SparkStores, endpoints: list[str]) -> set[tuple[str, str]]:
+    """Views `tokens`, `outbox`, `intents`: each of `endpoints`' rows of that store table."""
+    from eoctl.expr.inputs import STORE_SCHEMAS
+    from eoctl.stores.layout import KINDS
+
+    present: set[tuple[str, str]] = set()
+    for kind in KINDS:
+        schema = {"ep": "string", **STORE_SCHEMAS[kind]}
+        frames = []
+        for name in endpoints:
+            df = stores.table(name, kind)
+            if df is not None:
+                present.add((name, kind))
+                frames.append(_typed(df, STORE_SCHEMAS[kind], ep=name))
+        (_union(frames) if frames else _empty(stores.spark, schema)).createOrReplaceTempView(kind)
+    return present
+
+
+def _sink_views(stores: SparkStores, endpoints, scope: Scope) -> None:
+    """A view per configured sink (Scope.sink_view) and its columns as Ibis sees them."""
+    import ibis
+    from ibis.backends.sql.datatypes import PySparkType
+
+    for name, ep in endpoints.items():
+        for sink in ep.sinks:
+            df = stores.sink(name, sink)
+            df.createOrReplaceTempView(scope.sink_view(name, sink))
+            scope.sink_schemas[(name, sink.name)] = ibis.schema(
+                {f.name: PySparkType.from_string(f.dataType.simpleString()) for f in df.schema.fields})
+
+
+def _log_starts_view(records: SparkRecords) -> None:
+    """View `log_starts`: each input partition's first offset (the broker's log start of a live
+    topic, the lowest offset an archive holds)."""
+    from eoctl.expr.inputs import LOG_STARTS_SCHEMA
+    from eoctl.sources.kafka import partition_offsets
+
+    rows = []
+    for name, ep in records.endpoints.items():
+        if ep.input is None:
+            continue
+        if ep.input.kafka:
+            rows += [(name, p.topic, p.partition, p.log_start)
+                     for p in partition_offsets(records.config.kafka[ep.input.kafka], ep.input.topics)]
+        else:
+            rows += [(name, t, p, low) for (t, p), low in records.archive_starts(name).items()]
+    _rows_view(records, "log_starts", rows, LOG_STARTS_SCHEMA)
+
+
+def _transactions_view(records: SparkRecords) -> None:
+    """View `transactions`: what the brokers of the live inputs say of transactions open longer
+    than --transaction-timeout."""
+    from eoctl.expr.inputs import TRANSACTIONS_SCHEMA
+    from eoctl.sources.kafka import hanging_partitions
+
+    rows = []
+    for name, ep in records.endpoints.items():
+        if ep.input is not None and ep.input.kafka:
+            rows += [(name, *row) for row in hanging_partitions(
+                records.config.kafka[ep.input.kafka], ep.input.topics, records.options.now, records.options.transaction_timeout)]
+    _rows_view(records, "transactions", rows, TRANSACTIONS_SCHEMA)
+
+
+def _undecodable_view(records: SparkRecords) -> None:
+    """View `undecodable`: the lines of JSON archives that are not records."""
+    from eoctl.engine.spark.sources import undecodable_lines
+    from eoctl.expr.inputs import UNDECODABLE_SCHEMA
+
+    frames = [_typed(undecodable_lines(records.spark, ep.input.archive, ep.input.topics),
+                     {c: t for c, t in UNDECODABLE_SCHEMA.items() if c != "ep"}, ep=name)
+              for name, ep in records.endpoints.items()
+              if ep.input is not None and ep.input.archive and ep.input.archive_format == "json"]
+    (_union(frames) if frames else _empty(records.spark, UNDECODABLE_SCHEMA)).createOrReplaceTempView("undecodable")
+
+
+def _rows_view(records: SparkRecords, view: str, rows: list[tuple], schema: dict[str, str]) -> None:
+    ddl = ", ".join(f"`{c}` {_SPARK_TYPES[t]}" for c, t in schema.items())
+    local_frame(records.spark, rows, ddl).createOrReplaceTempView(view)

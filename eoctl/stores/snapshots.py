@@ -1,0 +1,171 @@
+"""Store tables copied whole for an engine to read: a DuckDB store's table as a Parquet snapshot
+(what Spark reads, the store held for one read-only statement) or into another DuckDB
+database; a PostgreSQL table streamed into Parquet (what the DuckDB engine reads)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+
+from eoctl.config.model import DuckDBStore, PostgresStore
+from eoctl.errors import SourceError
+from eoctl.stores.connection import describe, qualified, quote_ident
+
+# DuckDB types Spark reads from Parquet as they are; others are written as ones it reads.
+_DUCKDB_SPARK_NATIVE = {
+    "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE", "DATE", "VARCHAR", "BLOB",
+    "TIMESTAMP WITH TIME ZONE",
+}
+
+
+def _file_signature(path: str) -> tuple:
+    out = []
+    for p in (path, path + ".wal"):
+        try:
+            st = os.stat(p)
+            out.append((st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            out.append(None)
+    return tuple(out)
+
+
+def duckdb_snapshot(store: DuckDBStore, table: str) -> str:
+    """A Parquet copy of a DuckDB table in the run's temporary folder, made once while the file
+    is unchanged; Spark reads the copy (the DuckDB engine copies into its own database instead:
+    eoctl.engine.duckdb.run).
+
+    Why not Spark's JDBC reader on the file: DuckDB lets one process write a file and no other
+    open it meanwhile, so executors holding the file through a long scan locked out gc and the
+    pipeline, and a JDBC open during another's write failed the whole Spark job. A copy takes the
+    file for one short, waiting, read-only statement (stores.connection), and every pass of a run
+    sees the same rows (values as copy_duckdb_table keeps them).
+    """
+    from eoctl.scratch import subdir
+    from eoctl.stores.connection import connect
+
+    key = (str(store.path), store.schema_name, table)
+    signature = _file_signature(str(store.path))
+    known = _snapshots.get(key)
+    if known is not None and known[0] == signature and os.path.exists(known[1]):
+        return known[1]
+    target = subdir("duckdb") / f"{uuid.uuid4().hex[:12]}-{store.schema_name}.{table}.parquet"
+    with connect(store) as conn:
+        signature = _file_signature(str(store.path))  # as of the open: no writer can change it now
+        copy_duckdb_table(conn, store, table,
+                          lambda sql: f"copy ({sql}) to '{target}' (format parquet, compression zstd)")
+    _snapshots[key] = (signature, str(target))
+    return str(target)
+
+
+def sql_utc_instant(column: str) -> str:
+    """DuckDB SQL of a TIMESTAMP `column` (a UTC wall time) as the instant it names (TIMESTAMP WITH
+    TIME ZONE), as timezone('UTC', ...) gives it, whatever the session's zone: by its microseconds
+    since the epoch, where timezone() goes through ICU's calendar, about 20x slower (0.56 s of CPU
+    per 10M values here). The infinities keep timezone()'s values. (The way back: eoctl.engine.
+    duckdb.sql_utc_wall_time.)"""
+    return (f"CASE WHEN isfinite({column}) THEN make_timestamptz(epoch_us({column})) "
+            f"ELSE timezone('UTC', {column}) END")
+
+
+def copy_duckdb_table(conn, store: DuckDBStore, table: str, into: Callable[[str], str],
+                      catalog: str | None = None) -> None:
+    """Copy a DuckDB store table with `conn`, which has the store's file open (or attached as
+    `catalog`): `into(select)` is the statement that writes the copy. Every value is kept
+    readable by both engines: timestamps without a zone are taken as UTC, and types Spark has no
+    reader for (UUID, JSON, HUGEINT, LIST, ...) become text. SourceError (one line) when the table
+    is not there or cannot be read."""
+    where = " and table_catalog = ?" if catalog else ""
+    cols = conn.execute(
+        "select column_name, data_type from information_schema.columns "
+        f"where table_schema = ? and table_name = ?{where} order by ordinal_position",
+        [store.schema_name, table, *([catalog] if catalog else [])],
+    ).fetchall()
+    if not cols:
+        raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
+    exprs = _copied_columns(cols, lambda t: t in _DUCKDB_SPARK_NATIVE or t.startswith("DECIMAL"),
+                            {"TIMESTAMP": sql_utc_instant("{col}")}, "cast({col} as varchar)")
+    source = f"{quote_ident(catalog)}.{qualified(store, table)}" if catalog else qualified(store, table)
+    try:
+        conn.execute(into(f"select {', '.join(exprs)} from {source}"))
+    except Exception as exc:  # duckdb.Error: a damaged file shows here, not at the open
+        raise SourceError(f"table {table} in {describe(store)} cannot be read: "
+                          f"{str(exc).strip().splitlines()[0][:300]}") from None
+
+
+# PostgreSQL types the Parquet copy keeps as they are (Arrow reads them natively through ADBC);
+# every other type (uuid, json, jsonb, interval, arrays, enums, ...) is copied as its text.
+_POSTGRES_NATIVE = {
+    "smallint", "integer", "bigint", "boolean", "real", "double precision", "text", "character varying",
+    "character", "date", "timestamp without time zone", "timestamp with time zone", "bytea",
+}
+
+
+def postgres_snapshot(store: PostgresStore, table: str) -> str:
+    """A Parquet copy of a PostgreSQL table in the run's temporary folder, for the DuckDB engine:
+    one read-only query streamed through ADBC in Arrow batches (ADBC: the Arrow project's
+    PostgreSQL driver, binary COPY into Arrow in C++, so a large table is never Python objects
+    and never whole in memory). Numbers with a scale (numeric) become double precision."""
+    import adbc_driver_manager
+    import adbc_driver_postgresql.dbapi as pg
+    import pyarrow.parquet as pq
+
+    from eoctl.scratch import subdir
+    from eoctl.secrets import mask_text
+    from eoctl.stores.connection import connect
+
+    with connect(store) as conn, conn.cursor() as cur:  # the columns, and a reachable server first
+        cur.execute("select column_name, data_type from information_schema.columns "
+                    "where table_schema = %s and table_name = %s order by ordinal_position",
+                    (store.schema_name, table))
+        cols = cur.fetchall()
+    if not cols:
+        raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
+    exprs = _copied_columns(cols, _POSTGRES_NATIVE.__contains__, {"numeric": "{col}::double precision"},
+                            "{col}::text")
+    target = subdir("postgres") / f"{uuid.uuid4().hex[:12]}-{store.schema_name}.{table}.parquet"
+    try:
+        with pg.connect(_postgres_uri(store)) as conn, conn.cursor() as cur:
+            cur.execute(f"select {', '.join(exprs)} from {qualified(store, table)}")
+            reader = cur.fetch_record_batch()
+            with pq.ParquetWriter(str(target), reader.schema, compression="zstd") as writer:
+                for batch in reader:
+                    writer.write_batch(batch)
+    except adbc_driver_manager.Error as exc:
+        reason = mask_text(str(exc).strip().splitlines()[0][:300]) if str(exc).strip() else type(exc).__name__
+        raise SourceError(f"table {table} in {describe(store)} cannot be read: {reason}") from None
+    return str(target)
+
+
+def _postgres_uri(store: PostgresStore) -> str:
+    """The libpq URI of a store (it holds the password: never log it)."""
+    from urllib.parse import quote, urlencode
+
+    from eoctl.stores.connection import postgres_conninfo
+
+    params = postgres_conninfo(store)
+    auth = quote(params.pop("user"), safe="")
+    password = params.pop("password", None)
+    if password is not None:
+        auth += ":" + quote(password, safe="")
+    host, port, dbname = params.pop("host"), params.pop("port"), params.pop("dbname")
+    return f"postgresql://{auth}@{quote(host, safe='')}:{port}/{quote(dbname, safe='')}?{urlencode(params)}"
+
+
+def _copied_columns(cols: list[tuple[str, str]], native, special: dict[str, str], as_text: str) -> list[str]:
+    """The select list of a table's copy: a column of a `native` type as it is, a `special` type
+    through its expression, any other as text (`as_text`); each keeps its name."""
+    out = []
+    for name, dtype in cols:
+        col = quote_ident(name)
+        if dtype in special:
+            out.append(f"{special[dtype].format(col=col)} as {col}")
+        elif native(dtype):
+            out.append(col)
+        else:
+            out.append(f"{as_text.format(col=col)} as {col}")
+    return out
+
+
+# (path, schema, table) -> (the DuckDB file's and its WAL's (size, mtime) when copied, the copy)
+_snapshots: dict[tuple[str, str, str], tuple[tuple, str]] = {}

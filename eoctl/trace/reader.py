@@ -1,0 +1,89 @@
+"""What trace asks of an engine (eoctl.engine.run.open_trace_reader gives the configured one's):
+scans of the inputs and sink lookups, and the values they exchange (bounds, clauses, sink rows, scan
+notes). Everything else of a trace is engine-free (eoctl.trace.run)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from eoctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from eoctl.config.model import Config
+
+
+class TraceReader(Protocol):
+    def scan(self, config: Config, bounds: Bounds, committed: dict[str, dict[str, dict[int, int]]],
+             clauses: list[Clause], purpose: str) -> tuple[list[dict[str, Any]], ScanNote]:
+        """The records within `bounds` that meet one of `clauses` (Clause), with
+        their protocol columns, `processed` against `committed`, and the scan's note."""
+
+    def sink_lookup(self, config: Config, column: str, value: str) -> tuple[list[SinkRow], bool]:
+        """The sink rows (at most 1,000 per sink) whose `column` equals `value`, and whether any
+        sink has that column."""
+
+    def sink_rows(self, config: Config, message_ids: set[str]) -> tuple[list[SinkRow], dict]:
+        """The rows of every sink whose message-id column is one of `message_ids` (at most 1,000
+        per sink), and each sink's columns ((endpoint, sink) -> Ibis schema)."""
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class SinkRow:
+    endpoint: str
+    sink: str
+    row: dict[str, Any]
+
+
+@dataclass
+class ScanNote:
+    """How one pass read the topics: the bounds it used and how many records it read."""
+
+    purpose: str
+    inputs: list[str]
+    bounds: str
+    records_read: int
+    full: bool
+
+
+@dataclass
+class Bounds:
+    """The time span a scan of the topics reads, and why (said in the output)."""
+
+    since: dt.datetime | None
+    until: dt.datetime | None
+    why: str
+
+
+#: one condition of a scan: protocol column -> accepted values, all of them (AND); a scan keeps
+#: the records that meet any of its conditions (OR)
+Clause = dict[str, set[str]]
+
+
+def live_clauses(clauses: list[Clause]) -> list[Clause]:
+    """The clauses that can match: a clause with an empty value set matches nothing."""
+    return [c for c in clauses if c and all(c.values())]
+
+
+def sink_key_literal(column: str, value: str, kind: str) -> Any:
+    """`value` as the sink column's own kind ("integer", "number", else text), so the predicate is
+    pushed down to files and databases; a value that is not a number for a number column is a
+    usage error."""
+    try:
+        if kind == "integer":
+            return int(value)
+        if kind == "number":
+            return float(value)
+    except ValueError:
+        raise UsageError(f"--by {column}={value!r}: the sink column {column} holds numbers") from None
+    return value
+
+
+def naive_utc(value: Any) -> Any:
+    """A time as UTC wall time without a zone (what Spark's Row.asDict gives)."""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value
