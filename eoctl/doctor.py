@@ -10,13 +10,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eoctl.config.model import Config, DuckDBStore, EndpointConfig, TopicInput
 from eoctl.errors import EoctlError
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 
 class Status(str, Enum):
@@ -59,12 +56,12 @@ Progress = Callable[[str], None]
 
 
 class _Doctor:
-    def __init__(self, config: Config, start_spark: Callable[[], SparkSession], progress: Progress) -> None:
+    def __init__(self, config: Config, start_spark: Callable[[], Any], progress: Progress) -> None:
         self.config = config
         self.start_spark = start_spark
         self.progress = progress
         self.report = DoctorReport()
-        self.spark: SparkSession | None = None
+        self.spark: Any = None
         self.duck = None  # the DuckDB engine's connection, when it is the configured engine
         self.kafka_ok: dict[str, bool] = {}
         # StoreLayout.misnamed() of the whole configuration, looked up at the first table row
@@ -193,8 +190,8 @@ class _Doctor:
             )
 
     def archive_input(self, ep_name: str, source: TopicInput) -> None:
-        from eoctl.sources.archive import archive_committed_offsets
         from eoctl.engine.spark.sources import read_archive
+        from eoctl.sources.archive import archive_committed_offsets
 
         assert source.archive is not None
         component = f"endpoints.{ep_name}.input"
@@ -450,7 +447,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def run_doctor(
-    config: Config, start_spark: Callable[[], SparkSession], progress: Progress | None = None
+    config: Config, start_spark: Callable[[], Any], progress: Progress | None = None
 ) -> DoctorReport:
     """Check every component `config` names; `start_spark` is called once, lazily."""
     return _Doctor(config, start_spark, progress or (lambda _msg: None)).run()

@@ -33,10 +33,8 @@ from eoctl.config.model import Config, EndpointConfig, TopicInput
 from eoctl.sources.kafka import EARLIEST, LATEST, OffsetRange
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from eoctl.options import AuditOptions
     from eoctl.findings import AuditReport
+    from eoctl.options import AuditOptions
 
 #: Bumped whenever the derived columns of the working copy or the index's layout change: an index
 #: written by another version would otherwise mix old and new derivations in one audit. 3: no
@@ -170,7 +168,7 @@ def fingerprints(config: Config, endpoints: dict[str, EndpointConfig]) -> dict[s
 # ---------------------------------------------------------------------------------- base
 
 
-def find_base(spark: SparkSession | None, config: Config,
+def find_base(spark: Any, config: Config,
               endpoints: dict[str, EndpointConfig]) -> RecordIndex | None:
     """The newest recorded run whose index covers every audited input unchanged, if its index is
     still there. `spark`: None on the DuckDB engine (the index is the same files on both)."""
@@ -328,7 +326,7 @@ def run_folder(config: Config, run_id: str) -> str:
     return f"{records_root(config)}/{run_id}"
 
 
-def publish(spark: SparkSession | None, config: Config, run_id: str, partial: str) -> str:
+def publish(spark: Any, config: Config, run_id: str, partial: str) -> str:
     """Rename a complete partial run folder into place; only then can a history row name it.
     `spark`: the Spark engine's session, None on DuckDB (eoctl.engine.files)."""
     from eoctl.engine.files import index_files
@@ -343,7 +341,7 @@ def publish(spark: SparkSession | None, config: Config, run_id: str, partial: st
     return final
 
 
-def prune(spark: SparkSession | None, config: Config) -> list[str]:
+def prune(spark: Any, config: Config) -> list[str]:
     """Delete every run folder the newest recorded indexes do not read, and partial folders of
     killed audits. Returns the paths deleted."""
     from eoctl.engine.files import index_files
@@ -375,7 +373,7 @@ def prune(spark: SparkSession | None, config: Config) -> list[str]:
     return deleted
 
 
-def record(spark: SparkSession | None, config: Config, report: AuditReport) -> str:
+def record(spark: Any, config: Config, report: AuditReport) -> str:
     """Record an audit run in the findings history, with its record index: the run's folder is
     dropped when the run cannot be recorded, and folders no index reads any more once it is."""
     from eoctl.history import record as record_run
@@ -391,7 +389,7 @@ def record(spark: SparkSession | None, config: Config, report: AuditReport) -> s
     return run_id
 
 
-def discard(spark: SparkSession | None, path: str) -> None:
+def discard(spark: Any, path: str) -> None:
     from eoctl.engine.files import index_files
 
     index_files(spark).delete(path)

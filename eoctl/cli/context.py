@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from eoctl.config.model import Config
 
 
@@ -94,7 +92,7 @@ class AppContext:
                 "kind": self.engine, "master": self.master, "remote": self.remote})
         return self._config
 
-    def spark(self, require_paths: bool = True) -> SparkSession:
+    def spark(self, require_paths: bool = True) -> Any:
         """The session, started on first use; first, unless `require_paths` is false (doctor,
         which reports each missing path as a check of its own), every configured local path
         must exist (eoctl.config.paths)."""
@@ -116,7 +114,7 @@ class AppContext:
         return self._spark
 
     @property
-    def session(self) -> SparkSession | None:
+    def session(self) -> Any:
         """The Spark session, if this run started one (the DuckDB engine never does)."""
         return self._spark
 

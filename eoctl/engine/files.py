@@ -4,10 +4,7 @@ engine: the Spark engine through Hadoop's file system API, which knows every sch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from typing import Any, Protocol
 
 
 class IndexFiles(Protocol):
@@ -25,7 +22,7 @@ class IndexFiles(Protocol):
         does not exist."""
 
 
-def index_files(spark: SparkSession | None) -> IndexFiles:
+def index_files(spark: Any) -> IndexFiles:
     """The file system of the record index: Spark's when a session is given, else fsspec's."""
     if spark is None:
         return FsspecFiles()

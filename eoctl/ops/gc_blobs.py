@@ -14,7 +14,7 @@ import datetime as dt
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eoctl.config.model import Config
 from eoctl.errors import UsageError
@@ -36,9 +36,6 @@ from eoctl.ops.lease import RunLog, utcnow
 from eoctl.stores.connection import store_named
 from eoctl.stores.db import Db, StoreConfig, in_list, open_db
 from eoctl.stores.layout import StoreLayout
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 COMMAND = "gc-blobs"
 JOURNAL = "eoctl_journal_blobs"
@@ -301,7 +298,7 @@ KIND = GcKind(COMMAND, "blobs", "name", _garbage, _evidence, ("size", "modified"
               _quarantine_batch, finish_leftovers, purge, record_columns=("producer", "blobs", "causation_id"))
 
 
-def gc_blobs(spark: SparkSession | Callable[[], SparkSession], config: Config, options: GcOptions,
+def gc_blobs(spark: Any, config: Config, options: GcOptions,
              progress: Callable[[str], None] = lambda _m: None) -> GcResult:
     """Plan (options.execute False) or quarantine orphaned blobs; see the module doc. `spark`: a
     session, or a function that starts one once the lease is held (see run_gc)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eoctl.config.model import Config
 from eoctl.ops.common import (
@@ -40,9 +40,6 @@ from eoctl.ops.journal import (
 from eoctl.ops.lease import RunLog, utcnow
 from eoctl.stores.db import in_list, open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 COMMAND = "gc-tokens"
 
@@ -148,7 +145,7 @@ KIND = GcKind(COMMAND, "tokens", "token_id", _garbage, _evidence,
               record_columns=("token_id", "producer", "causation_id"))
 
 
-def gc_tokens(spark: SparkSession | Callable[[], SparkSession], config: Config, options: GcOptions,
+def gc_tokens(spark: Any, config: Config, options: GcOptions,
               progress: Callable[[str], None] = lambda _m: None) -> GcResult:
     """Plan (options.execute False) or collect garbage tokens; see the module doc. `spark`: a session,
     or a function that starts one once the lease is held (see run_gc)."""

@@ -4,7 +4,10 @@ columns (records), an input's summary (summary)."""
 
 from __future__ import annotations
 
-from eoctl.config.model import Config, TopicInput
+import datetime as dt
+from typing import Any
+
+from eoctl.config.model import Config, EndpointConfig, TopicInput
 from eoctl.sources.archive import archive_committed_offsets
 from eoctl.sources.kafka import OffsetRange, committed_offsets
 
@@ -50,3 +53,17 @@ def input_committed_offsets(config: Config, source: TopicInput) -> dict[str, dic
     return archive_committed_offsets(source)
 
 
+def hanging_transactions(config: Config, endpoints: dict[str, EndpointConfig], now: dt.datetime,
+                         timeout: dt.timedelta) -> list[dict[str, Any]]:
+    """The rows of the `transactions` input (eoctl.expr.inputs.TRANSACTIONS_SCHEMA): what the brokers
+    of the live inputs of `endpoints` say of transactions open longer than `timeout`. Both engines
+    make their table of these rows."""
+    from eoctl.sources.kafka import hanging_partitions
+
+    columns = ("topic", "partition", "last_stable_offset", "high_watermark", "first_unstable_timestamp", "age_seconds")
+    rows = []
+    for name, ep in endpoints.items():
+        if ep.input is not None and ep.input.kafka:
+            rows += [{"ep": name, **dict(zip(columns, row))}
+                     for row in hanging_partitions(config.kafka[ep.input.kafka], ep.input.topics, now, timeout)]
+    return rows

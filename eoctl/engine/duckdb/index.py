@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from eoctl.engine.duckdb.files import archive_files
-from eoctl.engine.duckdb.sql import _ident, flat_table, repr_sql, sql_utc_wall_time
+from eoctl.engine.duckdb.sql import flat_table, ident, repr_sql, sql_utc_wall_time
 
 if TYPE_CHECKING:
     import duckdb
@@ -60,7 +60,7 @@ class IndexRun:
         from eoctl.incremental import archive_condition
 
         plans = self.plans.get(endpoint)
-        return archive_condition(plans, _ident) if plans else None
+        return archive_condition(plans, ident) if plans else None
 
 
 def records_with_index(con: duckdb.DuckDBPyConnection, working_copy_sql: str, run: IndexRun,

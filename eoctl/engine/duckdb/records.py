@@ -14,7 +14,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from eoctl.engine.duckdb.files import archive_files
-from eoctl.engine.duckdb.sql import _ident, _sql_text, flat_table, repr_sql, sql_utc_wall_time
+from eoctl.engine.duckdb.sql import flat_table, ident, repr_sql, sql_text, sql_utc_wall_time
 from eoctl.errors import SourceError
 from eoctl.sources.archive import check_archive_files
 from eoctl.sources.records import PROTOCOL_COLUMNS
@@ -60,14 +60,14 @@ def read_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, fmt: str,
     if fmt != "parquet":
         raise SourceError(f"the DuckDB engine reads Parquet and JSON topic archives; {path} is {fmt}")
     files = archive_files(path, fmt) if files is None else files
-    listed = ", ".join(f"'{_sql_text(f)}'" for f in files)
+    listed = ", ".join(f"'{sql_text(f)}'" for f in files)
     check_archive_files(path, misfit_parquet_files(con, files))
     columns = _parquet_columns(con, listed)
     # A timestamp Spark wrote is an instant (TIMESTAMP WITH TIME ZONE here): its UTC wall time,
     # as Spark shows it.
-    select = ", ".join((sql_utc_wall_time(_ident(c), columns[c]) if t == "TIMESTAMP" else f"CAST({_ident(c)} AS {t})")
-                       + f" AS {_ident(c)}" for c, t in RECORD_SQL_TYPES.items())
-    con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT {select} FROM read_parquet([{listed}])"
+    select = ", ".join((sql_utc_wall_time(ident(c), columns[c]) if t == "TIMESTAMP" else f"CAST({ident(c)} AS {t})")
+                       + f" AS {ident(c)}" for c, t in RECORD_SQL_TYPES.items())
+    con.execute(f"CREATE OR REPLACE VIEW {ident(view)} AS SELECT {select} FROM read_parquet([{listed}])"
                 f"{_topic_filter(topics)}")
 
 
@@ -119,7 +119,7 @@ def _read_json_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, top
                   f"AND {_field_decodes('h', '$.value', 'BLOB')}))), true)))")
     fields_ok = " AND ".join([_field_decodes(j, "$.partition", "INTEGER"), _field_decodes(j, "$.offset", "BIGINT"),
                               _field_decodes(j, "$.timestamp", "TIMESTAMP"), headers_ok])
-    con.execute(f"""CREATE OR REPLACE VIEW {_ident(view + '_lines')} AS
+    con.execute(f"""CREATE OR REPLACE VIEW {ident(view + '_lines')} AS
         WITH raw AS (SELECT {filename} AS file, string_split(content, chr(10)) AS parts FROM read_text([{listed}])),
         numbered AS (SELECT file, generate_subscripts(parts, 1) AS line, unnest(parts) AS raw_text FROM raw),
         lines AS (SELECT file, line, rtrim(raw_text, chr(13)) AS text FROM numbered WHERE trim(raw_text) <> ''),
@@ -131,26 +131,26 @@ def _read_json_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, top
                CASE WHEN is_object THEN json_extract_string(text, '$.partition') END AS "partition",
                CASE WHEN is_object THEN json_extract_string(text, '$.offset') END AS "offset"
         FROM objects""")
-    placed = " AND ".join(f"{_ident(c)} IS NOT NULL" for c in place)
+    placed = " AND ".join(f"{ident(c)} IS NOT NULL" for c in place)
     headers = ("list_transform(json_extract(text, '$.headers[*]'), lambda h: CASE WHEN json_type(h) <> 'NULL' THEN "
                "{'key': json_extract_string(h, '$.key'), 'value': from_base64(json_extract_string(h, '$.value'))} END)")
     timestamp = ("CASE WHEN json_type(text, '$.timestamp') = 'VARCHAR' THEN CAST(CAST(json_extract_string(text, "
                  "'$.timestamp') AS TIMESTAMPTZ) AS TIMESTAMP) WHEN json_type(text, '$.timestamp') IN ('BIGINT', "
                  "'UBIGINT') THEN CAST(to_timestamp(CAST(json_extract_string(text, '$.timestamp') AS BIGINT)) "
                  "AS TIMESTAMP) END")
-    con.execute(f"""CREATE OR REPLACE VIEW {_ident(view)} AS
+    con.execute(f"""CREATE OR REPLACE VIEW {ident(view)} AS
         SELECT topic, CAST("partition" AS INTEGER) AS "partition", CAST("offset" AS BIGINT) AS "offset",
                {timestamp} AS timestamp, from_base64(json_extract_string(text, '$.key')) AS key,
                from_base64(json_extract_string(text, '$.value')) AS value, {headers} AS headers
-        FROM {_ident(view + '_lines')} WHERE decodes AND {placed}{' AND topic IN (' + ', '.join(
+        FROM {ident(view + '_lines')} WHERE decodes AND {placed}{' AND topic IN (' + ', '.join(
             repr_sql(t) for t in topics) + ')' if topics else ''}""")
-    con.execute(f"""CREATE OR REPLACE VIEW {_ident(view + '_bad')} AS
+    con.execute(f"""CREATE OR REPLACE VIEW {ident(view + '_bad')} AS
         SELECT file, CAST(line AS BIGINT) AS line,
                CASE WHEN NOT decodes THEN 'not a record: malformed JSON or a field of the wrong type'
-                    ELSE 'no ' || concat_ws(', ', {', '.join(f"CASE WHEN {_ident(c)} IS NULL THEN '{c}' END"
+                    ELSE 'no ' || concat_ws(', ', {', '.join(f"CASE WHEN {ident(c)} IS NULL THEN '{c}' END"
                                                            for c in place)}) END AS problem,
                substr(text, 1, 200) AS text
-        FROM {_ident(view + '_lines')} WHERE (NOT decodes OR NOT ({placed}))
+        FROM {ident(view + '_lines')} WHERE (NOT decodes OR NOT ({placed}))
         {' AND (topic IS NULL OR topic IN (' + ', '.join(repr_sql(t) for t in topics) + '))' if topics else ''}""")
 
 
@@ -216,9 +216,9 @@ def protocol_view(con: duckdb.DuckDBPyConnection, view: str, records: str, names
     """Make `view` the records of view `records` plus one binary column per protocol header
     (`names`: column -> header key), the last value of a key a record carries twice, as Kafka's
     lastHeader takes (DuckDB indexes from the end with -1; an empty list gives NULL)."""
-    cols = ", ".join(f"list_filter(headers, lambda h: h.key = {repr_sql(key)})[-1].value AS {_ident(col)}"
+    cols = ", ".join(f"list_filter(headers, lambda h: h.key = {repr_sql(key)})[-1].value AS {ident(col)}"
                      for col, key in names.items())
-    con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT *, {cols} FROM {_ident(records)}")
+    con.execute(f"CREATE OR REPLACE VIEW {ident(view)} AS SELECT *, {cols} FROM {ident(records)}")
 
 
 @functools.cache
@@ -263,8 +263,8 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
                 ranges = endpoint_ranges[name]
             mine = [r for r in ranges or [] if r.topic in ep.input.topics]
             if ranges is not None and not mine:  # --range names only other inputs' topics: none of this one's
-                con.execute(f"CREATE OR REPLACE TABLE {_ident(f'raw_{name}')} AS SELECT "
-                            + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in RECORD_SQL_TYPES.items())
+                con.execute(f"CREATE OR REPLACE TABLE {ident(f'raw_{name}')} AS SELECT "
+                            + ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in RECORD_SQL_TYPES.items())
                             + " WHERE false")
             else:
                 read_kafka(con, f"raw_{name}", conn, ep.input.topics, ep.input.isolation, mine or None,
@@ -277,17 +277,17 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
                          (listed or {}).get(ep.input.archive))
             archived.append(name)
             if ep.input.archive_format == "json":
-                bad.append(f"SELECT {repr_sql(name)} AS ep, * FROM {_ident(f'raw_{name}_bad')}")
+                bad.append(f"SELECT {repr_sql(name)} AS ep, * FROM {ident(f'raw_{name}_bad')}")
         protocol_view(con, f"protocol_{name}", f"raw_{name}", keys)
         conds = _record_filter(options)
         if index is not None and ep.input.archive and index.archive_condition(name):
             conds.append(index.archive_condition(name))  # the rows after where the index ends
         where = " WHERE " + " AND ".join(conds) if conds else ""
         selects.append(f"SELECT {repr_sql(name)} AS endpoint, topic, partition, \"offset\", timestamp, "
-                       f"{', '.join(HEADERS)} FROM {_ident(f'protocol_{name}')}{where}")
+                       f"{', '.join(HEADERS)} FROM {ident(f'protocol_{name}')}{where}")
         committed[name] = input_committed_offsets(config, ep.input)
     if not selects:
-        selects.append("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in _PROTOCOL_SQL_TYPES.items())
+        selects.append("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in _PROTOCOL_SQL_TYPES.items())
                        + " WHERE false")
     con.execute("CREATE OR REPLACE VIEW protocol AS " + " UNION ALL ".join(selects))
     bad.append("SELECT NULL::VARCHAR AS ep, NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS problem, "

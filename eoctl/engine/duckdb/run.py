@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eoctl.engine.duckdb.records import build_working_copy, list_archives, working_copy_sql
-from eoctl.engine.duckdb.sql import Background, _ident, _table_of_rows, connect, flat_table
+from eoctl.engine.duckdb.sql import Background, connect, flat_table, ident, table_of_rows
 from eoctl.engine.duckdb.stores import copy_stores_ahead, list_blobs, load_store_tables, read_sink
 from eoctl.secrets import mask_text, redact
 
@@ -143,7 +143,7 @@ class DuckDBRun:
         return self.con
 
     def keep(self, name: str, sql: str) -> None:
-        self._settled().execute(f"CREATE OR REPLACE TEMP TABLE {_ident(name)} AS {sql}")
+        self._settled().execute(f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS {sql}")
 
     def records_for(self, columns) -> str:
         if self._records_kept:
@@ -151,7 +151,7 @@ class DuckDBRun:
         # a view over the source: a query that reads it twice reads and decodes the source twice
         # (the records' headers: 0.8 s of a 10M-token gc plan's 5.4 s). Kept by a Background job
         # while the flow builds and compiles its query over it (0.07 s of a 1M-token plan's 0.19 s)
-        sql = f"CREATE OR REPLACE TEMP TABLE flow_records AS SELECT {', '.join(_ident(c) for c in columns)} FROM records"
+        sql = f"CREATE OR REPLACE TEMP TABLE flow_records AS SELECT {', '.join(ident(c) for c in columns)} FROM records"
         self._settled()
         self._start(lambda _stopping: self.con.execute(sql))
         return "flow_records"
@@ -199,32 +199,13 @@ def _scope(config: Config, options: AuditOptions) -> Scope:
 
 
 def load_transactions(con: duckdb.DuckDBPyConnection, scope: Scope) -> None:
-    """Table `transactions` (eoctl.expr.inputs.TRANSACTIONS_SCHEMA): what the brokers of the live
-    inputs say of transactions open longer than --transaction-timeout."""
-    from eoctl.sources.kafka import hanging_partitions
+    """Table `transactions` (eoctl.sources.hanging_transactions)."""
+    from eoctl.sources import hanging_transactions
 
-    rows = []
-    for name, ep in scope.endpoints.items():
-        if ep.input is not None and ep.input.kafka:
-            found = hanging_partitions(scope.config.kafka[ep.input.kafka], ep.input.topics, scope.options.now,
-                                       scope.options.transaction_timeout)
-            rows += [{"ep": name, **dict(zip(_TRANSACTION_COLUMNS, row))} for row in found]
+    rows = hanging_transactions(scope.config, scope.endpoints, scope.options.now, scope.options.transaction_timeout)
     flat_table(con, "transactions", rows, {"ep": "VARCHAR", "topic": "VARCHAR", "partition": "INTEGER",
                                            "last_stable_offset": "BIGINT", "high_watermark": "BIGINT",
                                            "first_unstable_timestamp": "TIMESTAMP", "age_seconds": "BIGINT"})
-
-
-_TRANSACTION_COLUMNS = ("topic", "partition", "last_stable_offset", "high_watermark", "first_unstable_timestamp",
-                        "age_seconds")
-
-
-# ---------------------------------------------------------------------------------- stores
-
-
-# ----------------------------------------------------------------------------------- sinks
-
-
-# ----------------------------------------------------------------------------------- blobs
 
 
 # -------------------------------------------------------------------------------- evidence
@@ -290,13 +271,13 @@ class RowsRun:
                 arrow = arrow_schema(schema)
                 texts = [f.name for f in arrow if str(f.type) == "string"]  # a type without a mapping too
                 rows = [{**r, **{c: _text(r.get(c)) for c in texts}} for r in rows] if texts else rows
-                _table_of_rows(self.con, name, rows, arrow)
+                table_of_rows(self.con, name, rows, arrow)
         except BaseException:
             self.con.close()
             raise
 
     def keep(self, name: str, sql: str) -> None:
-        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {_ident(name)} AS {sql}")
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS {sql}")
 
     def evaluate(self, sql: str, stem: str) -> tuple[int, list[dict[str, Any]], str | None]:
         rows = self.con.sql(sql).to_arrow_table().to_pylist()

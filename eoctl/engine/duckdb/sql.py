@@ -20,10 +20,10 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
 
     folder = subdir("duckdb-engine")
     con = duckdb.connect(str(folder / f"engine-{uuid.uuid4().hex[:8]}.duckdb"))
-    con.execute(f"SET temp_directory = '{_sql_text(str(folder / 'spill'))}'")
+    con.execute(f"SET temp_directory = '{sql_text(str(folder / 'spill'))}'")
     con.execute("SET TimeZone = 'UTC'")
     if memory_limit:
-        con.execute(f"SET memory_limit = '{_sql_text(memory_limit)}'")
+        con.execute(f"SET memory_limit = '{sql_text(memory_limit)}'")
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     return con
@@ -82,19 +82,19 @@ def sql_utc_wall_time(column: str, sql_type: str | None = None) -> str:
     return f"CAST({column} AS TIMESTAMP)"
 
 
-def _sql_text(value: str) -> str:
+def sql_text(value: str) -> str:
     return value.replace("'", "''")
 
 
 def repr_sql(value: str) -> str:
-    return f"'{_sql_text(value)}'"
+    return f"'{sql_text(value)}'"
 
 
-def _ident(name: str) -> str:
+def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-#: Arrow types of flat tables built from Python rows (_table_of_rows), as DuckDB types
+#: Arrow types of flat tables built from Python rows (table_of_rows), as DuckDB types
 _FLAT_SQL_TYPES = {"string": "VARCHAR", "large_string": "VARCHAR", "int8": "TINYINT", "int16": "SMALLINT",
                    "int32": "INTEGER", "int64": "BIGINT", "bool": "BOOLEAN", "float": "FLOAT", "double": "DOUBLE",
                    "date32[day]": "DATE", "timestamp[us]": "TIMESTAMP", "timestamp[us, tz=UTC]": "TIMESTAMPTZ",
@@ -114,11 +114,11 @@ def flat_table(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], colu
     for column, sql_type in zip(values, columns.values()):
         if sql_type in ("TIMESTAMP", "TIMESTAMPTZ"):
             column[:] = [_utc_wall_time(v) if sql_type == "TIMESTAMP" else _utc_instant(v) for v in column]
-    select = ", ".join(f"unnest(?::{t}[]) AS {_ident(c)}" for c, t in columns.items())
-    con.execute(f"CREATE OR REPLACE TABLE {_ident(name)} AS SELECT {select}", values)
+    select = ", ".join(f"unnest(?::{t}[]) AS {ident(c)}" for c, t in columns.items())
+    con.execute(f"CREATE OR REPLACE TABLE {ident(name)} AS SELECT {select}", values)
 
 
-def _table_of_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], schema) -> None:
+def table_of_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], schema) -> None:
     """flat_table for an Arrow `schema` (trace's tables, of Ibis schemas); nested columns go
     through Arrow."""
     types = [_FLAT_SQL_TYPES.get(str(f.type)) for f in schema]
@@ -128,7 +128,7 @@ def _table_of_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], 
     import pyarrow as pa
 
     con.register(f"{name}_arrow", pa.Table.from_pylist(rows, schema=schema))
-    con.execute(f"CREATE OR REPLACE TABLE {_ident(name)} AS SELECT * FROM {_ident(name + '_arrow')}")
+    con.execute(f"CREATE OR REPLACE TABLE {ident(name)} AS SELECT * FROM {ident(name + '_arrow')}")
     con.unregister(f"{name}_arrow")
 
 

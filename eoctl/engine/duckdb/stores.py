@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config, SinkConfig
 from eoctl.engine.duckdb.files import archive_files, visible_files
-from eoctl.engine.duckdb.sql import _ident, flat_table, repr_sql, sql_utc_wall_time
+from eoctl.engine.duckdb.sql import flat_table, ident, repr_sql, sql_utc_wall_time
 from eoctl.errors import SourceError
 
 if TYPE_CHECKING:
@@ -41,17 +41,17 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
             cols = [f"CAST({repr_sql(name)} AS VARCHAR) AS ep"]
             for canonical, sql_type in list(types.items())[1:]:
                 if canonical == t.owner_canonical and t.owner_column is None:
-                    cols.append(f"CAST({repr_sql(t.owner)} AS {sql_type}) AS {_ident(canonical)}")
+                    cols.append(f"CAST({repr_sql(t.owner)} AS {sql_type}) AS {ident(canonical)}")
                 elif sql_type == "TIMESTAMP":  # a copy keeps an instant: its UTC wall time
                     column = t.col(canonical)
-                    cols.append(f"{sql_utc_wall_time(_ident(column), source_types[source].get(column, ''))} "
-                                f"AS {_ident(canonical)}")
+                    cols.append(f"{sql_utc_wall_time(ident(column), source_types[source].get(column, ''))} "
+                                f"AS {ident(canonical)}")
                 else:
-                    cols.append(f"CAST({_ident(t.col(canonical))} AS {sql_type}) AS {_ident(canonical)}")
-            where = f" WHERE {_ident(t.owner_column)} = {repr_sql(t.owner)}" if t.owner_column else ""
+                    cols.append(f"CAST({ident(t.col(canonical))} AS {sql_type}) AS {ident(canonical)}")
+            where = f" WHERE {ident(t.owner_column)} = {repr_sql(t.owner)}" if t.owner_column else ""
             selects.append(f"SELECT {', '.join(cols)} FROM {source}{where}")
         if not selects:
-            selects = ["SELECT " + ", ".join(f"CAST(NULL AS {v}) AS {_ident(c)}" for c, v in types.items())
+            selects = ["SELECT " + ", ".join(f"CAST(NULL AS {v}) AS {ident(c)}" for c, v in types.items())
                        + " WHERE false"]
         try:
             # a view over the run's copies: each check reads only the columns it needs
@@ -113,7 +113,7 @@ def _snapshot(con: duckdb.DuckDBPyConnection, copies: dict[tuple[str, str], str]
         if isinstance(store, DuckDBStore):
             name = f"store_copy_{len(copies)}"
             _copy_from_duckdb_store(con, store, table, name, wait)
-            copies[key] = _ident(name)
+            copies[key] = ident(name)
         else:
             copies[key] = f"read_parquet({repr_sql(postgres_snapshot(store, table))})"
     return copies[key]
@@ -125,7 +125,7 @@ def _copy_from_duckdb_store(con: duckdb.DuckDBPyConnection, store, table: str, n
 
     with attached_read_only(con, store, wait=wait) as catalog:
         # OR REPLACE: copies ahead stopped between this statement and the detach leave one
-        copy_duckdb_table(con, store, table, lambda sql: f"CREATE OR REPLACE TEMP TABLE {_ident(name)} AS {sql}",
+        copy_duckdb_table(con, store, table, lambda sql: f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS {sql}",
                           catalog=catalog)
 
 
@@ -147,7 +147,7 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
 
         files = archive_files(sink.path, "orc", what="sink")
         con.register(f"{view}_arrow", ds.dataset(files, format="orc"))  # scanned lazily, batch by batch
-        source = _ident(f"{view}_arrow")
+        source = ident(f"{view}_arrow")
     else:
         files = ", ".join(repr_sql(f) for f in archive_files(sink.path, sink.format or "", what="sink"))
         readers = {"parquet": "read_parquet([{}])", "csv": "read_csv([{}], header = true)",
@@ -156,8 +156,8 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
             raise SourceError(f"sink {sink.name}: the DuckDB engine does not read {sink.format} files")
         source = readers[sink.format].format(files)
     try:
-        con.execute(f"CREATE OR REPLACE VIEW {_ident(view)} AS SELECT * FROM {source}")
-        described = con.execute(f"DESCRIBE {_ident(view)}").fetchall()
+        con.execute(f"CREATE OR REPLACE VIEW {ident(view)} AS SELECT * FROM {source}")
+        described = con.execute(f"DESCRIBE {ident(view)}").fetchall()
     except duckdb.Error as exc:  # unreadable files
         raise SourceError(f"sink {sink.name} cannot be read: {str(exc).splitlines()[0][:300]}") from None
     columns = {row[0]: DuckDBType.from_string(row[1]) for row in described}

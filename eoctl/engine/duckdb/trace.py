@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from eoctl.engine.duckdb.records import build_working_copy
-from eoctl.engine.duckdb.sql import _ident, connect, repr_sql
+from eoctl.engine.duckdb.sql import connect, ident, repr_sql
 from eoctl.trace.reader import naive_utc
 
 if TYPE_CHECKING:
@@ -79,16 +79,16 @@ class DuckDBTraceReader:
             dtype = schema[column]
             kind = "integer" if dtype.is_integer() else "number" if dtype.is_floating() or dtype.is_decimal() else "text"
             literal = sink_key_literal(column, value, kind)
-            cond = (f"{_ident(column)} = {literal!r}" if kind != "text"
-                    else f"CAST({_ident(column)} AS VARCHAR) = {repr_sql(literal)}")
-            for r in self.con.sql(f"SELECT * FROM {_ident(view)} WHERE {cond} LIMIT {_LIMIT}").fetchall():
+            cond = (f"{ident(column)} = {literal!r}" if kind != "text"
+                    else f"CAST({ident(column)} AS VARCHAR) = {repr_sql(literal)}")
+            for r in self.con.sql(f"SELECT * FROM {ident(view)} WHERE {cond} LIMIT {_LIMIT}").fetchall():
                 rows.append(SinkRow(name, sink, _as_spark_row(schema.names, r)))
         return rows, seen_column
 
     def _sink_where(self, config: Config, endpoint: str, sink: str, message_ids: set[str]) -> str:
         column = next(s for s in config.endpoints[endpoint].sinks if s.name == sink).message_id_column
         listed = ", ".join(repr_sql(m) for m in sorted(message_ids)) or "NULL"
-        return f"CAST({_ident(column)} AS VARCHAR) IN ({listed})"
+        return f"CAST({ident(column)} AS VARCHAR) IN ({listed})"
 
     def sink_rows(self, config: Config, message_ids: set[str]) -> tuple[list[SinkRow], dict]:
         from eoctl.trace.reader import SinkRow
@@ -98,7 +98,7 @@ class DuckDBTraceReader:
         for (name, sink), (view, schema) in self._sink_views(config).items():
             schemas[(name, sink)] = schema
             where = self._sink_where(config, name, sink, message_ids)
-            for r in self.con.sql(f"SELECT * FROM {_ident(view)} WHERE {where} LIMIT {_LIMIT}").fetchall():
+            for r in self.con.sql(f"SELECT * FROM {ident(view)} WHERE {where} LIMIT {_LIMIT}").fetchall():
                 out.append(SinkRow(name, sink, _as_spark_row(schema.names, r)))
         return out, schemas
 
@@ -120,9 +120,9 @@ def matching_records(con, clauses: list[Clause]) -> list[dict[str, Any]]:
         return []
     sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb, sequence_text=True),
                       Dialect.duckdb)
-    where = " OR ".join("(" + " AND ".join(f"{_ident(col)} IN ({', '.join(repr_sql(v) for v in sorted(values))})"
+    where = " OR ".join("(" + " AND ".join(f"{ident(col)} IN ({', '.join(repr_sql(v) for v in sorted(values))})"
                                            for col, values in c.items()) + ")" for c in live)
-    return con.sql(f"SELECT endpoint AS consumer, {', '.join(_ident(c) for c in _HIT_COLUMNS)} "
+    return con.sql(f"SELECT endpoint AS consumer, {', '.join(ident(c) for c in _HIT_COLUMNS)} "
                    f"FROM ({sql}) AS trace_records WHERE {where}").to_arrow_table().to_pylist()
 
 

@@ -252,17 +252,13 @@ def _log_starts_view(records: SparkRecords) -> None:
 
 
 def _transactions_view(records: SparkRecords) -> None:
-    """View `transactions`: what the brokers of the live inputs say of transactions open longer
-    than --transaction-timeout."""
+    """View `transactions` (eoctl.sources.hanging_transactions)."""
     from eoctl.expr.inputs import TRANSACTIONS_SCHEMA
-    from eoctl.sources.kafka import hanging_partitions
+    from eoctl.sources import hanging_transactions
 
-    rows = []
-    for name, ep in records.endpoints.items():
-        if ep.input is not None and ep.input.kafka:
-            rows += [(name, *row) for row in hanging_partitions(
-                records.config.kafka[ep.input.kafka], ep.input.topics, records.options.now, records.options.transaction_timeout)]
-    _rows_view(records, "transactions", rows, TRANSACTIONS_SCHEMA)
+    found = hanging_transactions(records.config, records.endpoints, records.options.now,
+                                 records.options.transaction_timeout)
+    _rows_view(records, "transactions", [tuple(r[c] for c in TRANSACTIONS_SCHEMA) for r in found], TRANSACTIONS_SCHEMA)
 
 
 def _undecodable_view(records: SparkRecords) -> None:

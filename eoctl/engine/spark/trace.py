@@ -133,7 +133,7 @@ def _decoded(config: Config, candidates: list[dict[str, Any]], committed: dict[s
     import pyarrow as pa
 
     from eoctl.engine.duckdb.records import commits_table, protocol_view
-    from eoctl.engine.duckdb.sql import _table_of_rows, connect
+    from eoctl.engine.duckdb.sql import connect, table_of_rows
     from eoctl.engine.duckdb.trace import matching_records
     from eoctl.expr.records import HEADERS
 
@@ -145,7 +145,7 @@ def _decoded(config: Config, candidates: list[dict[str, Any]], committed: dict[s
         for c in candidates:
             c["headers"] = [{"key": h["key"], "value": bytes(h["value"]) if h["value"] is not None else None}
                             for h in c["headers"] or []]
-        _table_of_rows(con, "candidates", candidates, pa.schema([
+        table_of_rows(con, "candidates", candidates, pa.schema([
             ("endpoint", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
             ("timestamp", pa.timestamp("us")), ("headers", pa.list_(header))]))
         protocol_view(con, "protocol", "candidates", {h: getattr(config.protocol.headers, h) for h in HEADERS})

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from eoctl.engine.duckdb.records import read_archive
 from eoctl.engine.duckdb.files import archive_files
-from eoctl.engine.duckdb.sql import _table_of_rows, connect
+from eoctl.engine.duckdb.sql import table_of_rows, connect
 from eoctl.errors import SourceError
 from tests.helpers.chaos import CHAOS
 
@@ -183,7 +183,7 @@ def test_a_flat_table_of_rows_equals_its_arrow_copy(rows: list[dict]) -> None:
     con = duckdb.connect()  # in memory: a file per example is slow, and the paths do not differ
     con.execute("SET TimeZone = 'America/New_York'")  # not UTC: a conversion through the zone would show
     try:
-        _table_of_rows(con, "by_rows", rows, _FLAT)
+        table_of_rows(con, "by_rows", rows, _FLAT)
         con.register("arrow_rows", pa.Table.from_pylist(rows, schema=_FLAT))
         by_arrow = con.execute("SELECT * FROM arrow_rows").fetchall()
         assert con.execute("DESCRIBE by_rows").fetchall() == con.execute("DESCRIBE arrow_rows").fetchall()
@@ -233,11 +233,11 @@ def test_a_large_table_of_rows_keeps_every_row_in_order() -> None:
             for i in range(50_000)]
     schema = pa.schema([("name", pa.string()), ("size", pa.int64()), ("modified", pa.timestamp("us"))])
     with duckdb.connect() as con:
-        _table_of_rows(con, "listing", rows, schema)
+        table_of_rows(con, "listing", rows, schema)
         assert con.execute("SELECT count(*), count(DISTINCT name), bool_and(name = 'blob-' || size), "
                            "bool_and(modified = TIMESTAMP '2026-01-01' + to_seconds(size)) FROM listing"
                            ).fetchall() == [(50_000, 50_000, True, True)]
-        _table_of_rows(con, "empty", [], schema)
+        table_of_rows(con, "empty", [], schema)
         assert con.execute("DESCRIBE empty").fetchall() == con.execute("DESCRIBE listing").fetchall()
         assert con.execute("SELECT count(*) FROM empty").fetchall() == [(0,)]
 
