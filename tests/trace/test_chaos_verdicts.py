@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eoctl.trace import Lookup, TraceOptions, Verdict
-from tests.helpers.audits import trace_spark, trace_duckdb
+from eoctl.trace import Lookup, TraceOptions, Verdict, run_trace
+from tests.helpers.audits import on_engine, trace_duckdb, trace_spark
 from tests.helpers.chaos import ChaosRun, recorded_copy
 from tests.helpers.cli import run_eoctl
 
@@ -345,17 +345,18 @@ def test_fast_paths_on_a_live_broker(spark, kafka, tmp_path: Path, engine: str) 
     """))
 
     spark = spark if engine == "spark" else None
-    fast = trace_spark(spark, config, Lookup("message_id", "target"), TraceOptions(since=now - dt.timedelta(hours=1)))
+    config = on_engine(config, engine)
+    fast = run_trace(spark, config, Lookup("message_id", "target"), TraceOptions(since=now - dt.timedelta(hours=1)))
     (m,) = fast.messages
     assert m.verdict is Verdict.in_flight and [c.offset for c in m.copies] == [40]
     assert m.copies[0].token_present is True
     assert (fast.scans[0].records_read, fast.scans[0].full) == (2, False)
 
-    dated = trace_spark(spark, config, Lookup("message_id", "target"), TraceOptions(window=dt.timedelta(hours=1)))
+    dated = run_trace(spark, config, Lookup("message_id", "target"), TraceOptions(window=dt.timedelta(hours=1)))
     assert [c.offset for c in dated.messages[0].copies] == [40]
     assert dated.scans[0].records_read == 2 and "first sign" in dated.scans[0].bounds
 
-    blind = trace_spark(spark, config, Lookup("message_id", "old-3"), TraceOptions())
+    blind = run_trace(spark, config, Lookup("message_id", "old-3"), TraceOptions())
     assert blind.messages[0].verdict is Verdict.lost  # in flight, and its token is gone
     assert (blind.scans[0].records_read, blind.scans[0].full) == (42, True)
     assert "full scan" in blind.scans[0].bounds

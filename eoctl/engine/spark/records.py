@@ -17,6 +17,7 @@ from eoctl.engine.spark.frames import local_frame
 from eoctl.engine.spark.sources import read_input, with_protocol_columns
 from eoctl.expr.records import RECORD_COLUMNS
 from eoctl.incremental import (
+    RecordIndex,
     Segment,
     archive_condition,
     discard,
@@ -31,7 +32,7 @@ from eoctl.sources import input_committed_offsets
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from eoctl.incremental import PartitionPlan, RecordIndex
+    from eoctl.incremental import PartitionPlan
     from eoctl.options import AuditOptions
 
 #: an eo-blobs header's parsed form

@@ -397,6 +397,7 @@ def test_a_run_copies_each_store_table_once(tmp_path: Path) -> None:
     for it, and it resolves the tables as a lookup of its own does."""
     from eoctl.config import load_config
     from eoctl.engine.duckdb import run as duckdb_audit
+    from eoctl.engine.duckdb import stores as duckdb_stores
     from eoctl.options import AuditOptions
     from eoctl.stores import connection
     from eoctl.stores.layout import KINDS
@@ -421,7 +422,7 @@ def test_a_run_copies_each_store_table_once(tmp_path: Path) -> None:
             run.release()
 
     original, made = duckdb_audit.copy_stores_ahead, []
-    copy, copied = duckdb_audit._copy_from_duckdb_store, []
+    copy, copied = duckdb_stores._copy_from_duckdb_store, []
     store_open, opens = connection.connect, []
 
     def counted(con, config, endpoints, copies, stopping, layout=None) -> None:
@@ -436,7 +437,7 @@ def test_a_run_copies_each_store_table_once(tmp_path: Path) -> None:
         opens.append(store.schema_name)
         return store_open(store, **kwargs)
 
-    duckdb_audit.copy_stores_ahead, duckdb_audit._copy_from_duckdb_store = counted, copying
+    duckdb_audit.copy_stores_ahead, duckdb_stores._copy_from_duckdb_store = counted, copying
     connection.connect = opening
     try:
         ahead, counts, resolved = opened()
@@ -447,7 +448,7 @@ def test_a_run_copies_each_store_table_once(tmp_path: Path) -> None:
         assert opened() == (ahead, counts, resolved)
         assert opens  # ... which opens the stores for its lookup
     finally:
-        duckdb_audit.copy_stores_ahead, duckdb_audit._copy_from_duckdb_store = original, copy
+        duckdb_audit.copy_stores_ahead, duckdb_stores._copy_from_duckdb_store = original, copy
         connection.connect = store_open
 
 

@@ -139,7 +139,7 @@ def test_a_reader_that_dies_fails_the_read_in_one_line_and_the_others_are_stoppe
 @pytest.mark.integration
 def test_readers_end_when_their_parent_is_killed(conn, wide_topic: str) -> None:
     """kill -9 of eoctl leaves no reader behind: each fails its next write to the pipe and ends."""
-    script = ("import sys; from eoctl.config.model import KafkaConnection; from eoctl.engine.duckdb.records import connect; "
+    script = ("import sys; from eoctl.config.model import KafkaConnection; from eoctl.engine.duckdb.sql import connect; "
               "from eoctl.engine.duckdb.kafka_reader import read_kafka; "
               f"read_kafka(connect(), 'r', KafkaConnection(bootstrap_servers={conn.bootstrap_servers!r}), "
               f"[{wide_topic!r}], 'read_committed', readers=3)")
