@@ -210,6 +210,19 @@ CATALOG: dict[str, CodeInfo] = {
                      "trace the ghost messages; where a receiver applied one, compensate that effect by hand; fix the "
                      "sender to dispatch only committed entries",
                      "each ghost's trace shows no effect, or a compensated one", "eoctl trace {message_ids}")),
+        _C("EO303", "outbox", Severity.WARNING, "sent outbox rows kept past their retention",
+           ("endpoint", "incoming_message_id"), ("incoming_message_id",),
+           summary='sent rows of an outbox that keeps them (`sent_column`), older than its `retention` by `updated_at`',
+           not_a_finding='pending rows (EO301), sent rows within the retention, outboxes without `retention`',
+           inputs=("sent_outbox",),
+           remedy=_R("the outbox keeps a row once its messages are sent, and nothing removed the rows older than the "
+                     "retention: the cleanup job is missing, failing (an unbounded delete that times out), or "
+                     "behind",
+                     "the table grows for ever: inserts, the dispatcher's scans and backups slow down, and a late "
+                     "cleanup becomes one huge delete that locks the table",
+                     "delete them in small journaled batches with eoctl gc-outbox (the plan first, then --execute; "
+                     "it never touches a pending row), from cron, and fix or remove the failing cleanup",
+                     "`eoctl audit --select EO303` finds nothing", "eoctl gc-outbox --endpoint {endpoint}")),
         _C("EO401", "blobs", Severity.WARNING, "orphan prepared blob past the grace period (gc candidate)",
            ("name",), ("registered_by_message",),
            summary='orphan blob: published by no record and no pending entry, older than `--grace`',
@@ -277,6 +290,7 @@ CATALOG: dict[str, CodeInfo] = {
 #: when a selected code declares it (CodeInfo.inputs) and read in one place per engine
 INPUTS = {
     "sinks": "each configured sink's rows",
+    "sent_outbox": "the sent rows of outboxes that keep them (sent_column)",
     "blobs": "the listing of each blob prefix (name, size, modified)",
     "blob_hashes": "the sha256 of each blob's content (reads every blob)",
     "log_starts": "each input partition's first offset",

@@ -1,4 +1,5 @@
-"""`eoctl reconcile-tokens`, `eoctl gc-tokens`, `eoctl gc-blobs`: classify, then collect garbage safely."""
+"""`eoctl reconcile-tokens`, `eoctl gc-tokens`, `eoctl gc-blobs`, `eoctl gc-outbox`: classify, then collect
+garbage safely."""
 
 from __future__ import annotations
 
@@ -69,11 +70,11 @@ def reconcile_tokens(
 def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes: int, batch_size: int,
         retention: str, endpoint: list[str] | None, restore: str | None, metrics_file: Path | None,
         evidence_rows: int) -> int:
-    from eoctl.ops import gc_blobs, gc_tokens
+    from eoctl.ops import gc_blobs, gc_outbox, gc_tokens
     from eoctl.ops.common import GcOptions, GcResult, write_metrics
     from eoctl.report.ops import gc_json, render_gc, render_restore, restore_json
 
-    module = gc_tokens if command == "gc-tokens" else gc_blobs
+    module = {"gc-tokens": gc_tokens, "gc-blobs": gc_blobs, "gc-outbox": gc_outbox}[command]
     app: AppContext = ctx.obj
     config = app.config()
     for name in endpoint or []:
@@ -91,13 +92,16 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
     options = GcOptions(now=app.started_at, grace=parse_duration(grace, "--grace"), max_deletes=max_deletes, batch_size=batch_size,
                         retention=parse_duration(retention, "--retention"), endpoints=endpoint, execute=execute,
                         evidence_rows=evidence_rows)
-    run = module.gc_tokens if command == "gc-tokens" else module.gc_blobs
     try:
         from eoctl.config import paths
 
-        paths.require_paths(config)  # a missing file is one line now, not an engine error later
         with progress(app.output is OutputFormat.text) as step:
-            result: GcResult = run(app.spark, config, options, step)
+            if command == "gc-outbox":  # the store answers: no engine, no topic read
+                result: GcResult = gc_outbox.gc_outbox(config, options, step)
+            else:
+                paths.require_paths(config)  # a missing file is one line now, not an engine error later
+                run = gc_tokens.gc_tokens if command == "gc-tokens" else gc_blobs.gc_blobs
+                result = run(app.spark, config, options, step)
     except Exception:  # known or not, cron's monitoring must see the failure
         if metrics_file is not None:
             write_metrics(metrics_file, GcResult(command, "-", execute, 0, []), success=False)
@@ -155,4 +159,23 @@ def gc_blobs(
     --retention). Plans by default; --execute changes, under a lease. Never touches a blob a record
     or a pending entry names, nor a young one."""
     return _gc(ctx, "gc-blobs", execute, grace, max_deletes, batch_size, retention, endpoint, restore,
+               metrics_file, evidence_rows)
+
+
+def gc_outbox(
+    ctx: typer.Context,
+    execute: Annotated[bool, _EXECUTE] = False,
+    max_deletes: Annotated[int, _MAX] = 10_000,
+    batch_size: Annotated[int, _BATCH] = 500,
+    retention: Annotated[str, typer.Option(metavar="DURATION", help="how long the journal keeps removed rows for --restore")] = "7d",
+    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="only these endpoints' outboxes; repeatable")] = None,
+    restore: Annotated[Optional[str], _RESTORE] = None,
+    metrics_file: Annotated[Optional[Path], _METRICS] = None,
+    evidence_rows: Annotated[int, _SAMPLE] = 20,
+) -> int:
+    """Delete sent rows of outboxes that keep them (sent_column) once they are older than their
+    outbox's retention (by updated_at): the cleanup EO303 asks for. Plans by default; with --execute
+    deletes in batches, each journaled first in its own transaction that re-checks the row, under a
+    lease (a second run exits with code 4). Never touches a pending row."""
+    return _gc(ctx, "gc-outbox", execute, "0s", max_deletes, batch_size, retention, endpoint, restore,
                metrics_file, evidence_rows)

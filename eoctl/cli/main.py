@@ -115,6 +115,7 @@ app.command("doctor", epilog=example("eoctl --config samples/basic/eoctl.toml do
 app.command("reconcile-tokens", epilog=example(f"{_CHAOS} reconcile-tokens --grace 0s"))(gc_cmd.reconcile_tokens)
 app.command("gc-tokens", epilog=example(f"{_CHAOS} gc-tokens --grace 0s --dry-run"))(gc_cmd.gc_tokens)
 app.command("gc-blobs", epilog=example(f"{_CHAOS} gc-blobs --grace 0s"))(gc_cmd.gc_blobs)
+app.command("gc-outbox", epilog=example(f"{_CHAOS} gc-outbox --endpoint billing"))(gc_cmd.gc_outbox)
 app.command("replay-outbox", epilog=example(f"{_CHAOS} replay-outbox --stuck-after 30m"))(replay_cmd.replay_outbox)
 app.command("trace", epilog=example(f"{_CHAOS} trace --by order_id=30"))(trace_cmd.trace)
 app.command("abort-transaction", epilog=example(f"{_CHAOS} abort-transaction --transaction-timeout 15m"))(

@@ -216,10 +216,56 @@ class TokensTable(Strict):
     columns: TokenColumns = TokenColumns()
 
 
+_DURATION = r"\d+(\.\d+)?[smhd]?"
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_of(text: str) -> Any:
+    """A validated duration string (90s, 15m, 24h, 7d; a bare number is seconds) as a timedelta."""
+    import datetime as dt
+
+    unit = text[-1] if text[-1] in _UNIT_SECONDS else "s"
+    return dt.timedelta(seconds=float(text.rstrip("smhd")) * _UNIT_SECONDS[unit])
+
+
 class OutboxTable(Strict):
     store: str | None = None
     table: str = "eo_outbox"
     columns: OutboxColumns = OutboxColumns()
+    sent_column: str | None = Field(
+        None, min_length=1,
+        description="for an outbox that keeps a row once its messages are sent (NServiceBus OutboxData, a status "
+                    "or sent_at column): the column telling sent rows from pending ones. A row is sent when it is "
+                    "true or not null (a flag, a dispatched-at time), or, with sent_values, when it holds one of "
+                    "them; only the other rows are pending (stuck, replayed, holding tokens)")
+    sent_values: list[str] | None = Field(
+        None, min_length=1,
+        description="values of sent_column that mean sent, for a status column (e.g. [\"SENT\", \"DONE\"]); "
+                    "compared as text")
+    retention: str | None = Field(
+        None, description="how long sent rows may stay (by updated_at) before they are EO303 and "
+                          "`eoctl gc-outbox` deletes them (90s, 15m, 24h, 7d)")
+
+    @field_validator("retention")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        import re
+
+        if value is not None and not re.fullmatch(_DURATION, value.strip().lower()):
+            raise ValueError(f"expected a duration like 90s, 15m, 24h or 7d, got {value!r}")
+        return None if value is None else value.strip().lower()
+
+    @model_validator(mode="after")
+    def _sent_needs_column(self) -> OutboxTable:
+        for key in ("sent_values", "retention"):
+            if getattr(self, key) is not None and self.sent_column is None:
+                raise ValueError(f"{key} needs sent_column (the column that tells sent rows from pending ones)")
+        return self
+
+    @property
+    def keeps_sent(self) -> bool:
+        """The table keeps rows once sent: only rows sent_column does not mark are pending."""
+        return self.sent_column is not None
 
 
 class IntentsTable(Strict):

@@ -48,6 +48,7 @@ CHECKS: dict[str, Check] = {
     "EO204": tokens.committed_below_log_start,
     "EO301": outbox.stuck_entries,
     "EO302": outbox.ghost_messages,
+    "EO303": outbox.sent_past_retention,
     "EO401": blobs.orphan_blobs,
     "EO402": blobs.dangling_references,
     "EO403": blobs.hash_mismatches,

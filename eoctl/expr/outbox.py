@@ -1,4 +1,4 @@
-"""Outbox checks (EO301, EO302) and what other checks read of pending entries, written once."""
+"""Outbox checks (EO301, EO302, EO303) and what other checks read of pending entries, written once."""
 
 from __future__ import annotations
 
@@ -112,3 +112,20 @@ def ghost_messages(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterato
     for name, ep in scope.endpoints.items():
         if ep.input is not None:
             yield Hit("EO302", name, scope.topics(name), ghosts.filter(ghosts.endpoint == name).drop("endpoint"))
+
+
+def sent_past_retention(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
+    """EO303: rows of an outbox that keeps them once sent (sent_column), sent and last updated
+    longer ago than the outbox's retention: the cleanup is missing or behind. The rows are the
+    evidence, oldest first; the finding's count and the oldest age are theirs."""
+    from eoctl.config.model import duration_of
+
+    sent = ibis.table(store_table("outbox").schema(), name="outbox_sent")
+    now = scope.options.now.timestamp()
+    for name, ep in scope.endpoints.items():
+        if not scope.has(name, "outbox") or ep.outbox.retention is None:
+            continue
+        o = sent.filter((sent.ep == name) & (sent.updated_at < scope.ago(duration_of(ep.outbox.retention))))
+        rows = o.select("endpoint", "incoming_message_id", "attempt_id", created_at=o.created_at,
+                        updated_at=o.updated_at, age_seconds=whole_seconds_since(o.updated_at, now, dialect))
+        yield Hit("EO303", name, ep.outbox.table, rows.order_by([ibis.desc("age_seconds"), "incoming_message_id"]))

@@ -1,4 +1,4 @@
-"""What gc-tokens and gc-blobs share: options, the per-endpoint tally, metrics, the run frame."""
+"""What gc-tokens, gc-blobs and gc-outbox share: options, the per-endpoint tally, metrics, the run frame."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
 
 @dataclass(frozen=True)
 class GcKind:
-    """What gc-tokens and gc-blobs differ in; `run_gc` is the flow they share."""
+    """What gc-tokens, gc-blobs and gc-outbox differ in; `run_gc` is the flow they share."""
 
     command: str
     what: str  # tokens | blobs
@@ -121,6 +121,9 @@ class GcKind:
     finish_leftovers: Callable[..., list[str]]  # (layout, log, run_id, options) -> finished run ids
     purge: Callable[[StoreLayout, GcOptions], int]
     record_columns: tuple[str, ...]  # the records' columns `garbage` reads (kept once for the plan)
+    #: (spark, layout, options, kind, step) -> the plan (tallies, misnamed, sample(), rows(limit),
+    #: release()): GarbagePlan, on the engine; gc-outbox's store answers its own question
+    planner: Callable[..., Any] | None = None
 
 
 class GarbagePlan:
@@ -154,6 +157,7 @@ class GarbagePlan:
             # a misnamed endpoint table (scope.misnamed) leaves its endpoint, or with an outbox all,
             # out of scope.endpoints: nothing is collected from it
             self.misnamed = scope.misnamed
+            self.notes: list[str] = []  # what the plan could not use besides the layout's notes
             names = sorted(n for n in selected(config, options.endpoints) if n in scope.endpoints
                            and (scope.has(n, "tokens") if kind.what == "tokens" else config.endpoints[n].blobs))
             counts: dict[str, dict[bool, int]] = {n: {} for n in names}
@@ -211,7 +215,7 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
 
     def planned() -> Any:
         progress(f"classifying {kind.what}")
-        plan = GarbagePlan(spark, layout, options, kind, progress)
+        plan = (kind.planner or GarbagePlan)(spark, layout, options, kind, progress)
         bound_to_limit(plan.tallies, options.max_deletes)
         return plan
 
@@ -220,7 +224,7 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
         plan = planned()
         try:
             result = GcResult(kind.command, run_id, False, grace, plan.tallies, plan.sample(),
-                              notes=layout.notes(options.endpoints, plan.misnamed),
+                              notes=layout.notes(options.endpoints, plan.misnamed) + plan.notes,
                         misnamed=[m.to_dict() for m in plan.misnamed])
         finally:
             plan.release()
@@ -239,7 +243,7 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
         progress("purging what is past the retention")
         purged = kind.purge(layout, options)
         return GcResult(kind.command, run_id, True, grace, plan.tallies, sample, leftovers, purged,
-                        notes=layout.notes(options.endpoints, plan.misnamed),
+                        notes=layout.notes(options.endpoints, plan.misnamed) + plan.notes,
                         misnamed=[m.to_dict() for m in plan.misnamed])
 
     return run_changing(config, kind.command, run_id, work)

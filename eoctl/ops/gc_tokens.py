@@ -4,7 +4,8 @@ Plan (Spark, read-only): every token classified (eoctl.ops.reconcile); the colle
 garbage older than the grace period. Execute, under the single-runner lease, per batch of one
 endpoint's tokens and in one transaction of its store: copy the rows to the journal table
 (`eoctl_journal_<tokens table>`, same columns plus the run id), re-checking the age (and, for
-the outboxes in the same store, that no pending entry holds the token), then delete exactly the
+the outboxes in the same store, that no pending entry holds the token; a sent row of an
+outbox that keeps them holds none), then delete exactly the
 journaled rows; in a table several endpoints share, only the endpoint's own rows. The intents that registered those tokens follow, journaled the same
 way in their own store. A run killed between the two is finished by the next run. `--restore RUN`
 copies a run's journal back.
@@ -28,8 +29,8 @@ from eoctl.ops.common import (
     run_gc,
 )
 from eoctl.ops.journal import (
-    JOURNAL_EXTRA,
     intents_naming,
+    journal_and_delete,
     journal_and_delete_intents,
     journal_of,
     purge_journal,
@@ -38,7 +39,8 @@ from eoctl.ops.journal import (
     restore_table,
 )
 from eoctl.ops.lease import RunLog, utcnow
-from eoctl.stores.db import in_list, open_db
+from eoctl.stores.connection import qualified
+from eoctl.stores.db import open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
 
 COMMAND = "gc-tokens"
@@ -59,29 +61,14 @@ def _journal_and_delete_tokens(layout: StoreLayout, t: EndpointTable, ids: list[
                                cutoff: dt.datetime) -> set[str]:
     """One transaction: journal the still-collectable rows among `ids` (of this endpoint: in a
     shared table, never another endpoint's), delete exactly those."""
-    journal = journal_of(t.table)
-    owned, owner = t.owned()
     # a pending entry of any endpoint whose outbox lives in the same store may have taken the token
-    outboxes = {(o.table, o.col("incoming_token_id")) for o in layout.tables("outbox") if o.store_name == t.store_name}
-    with open_db(t.store) as db:
-        cols = db.ensure_copy_table(t.table, journal, JOURNAL_EXTRA)
-        col_list = ", ".join(q(x) for x in cols)
-        guard = f"{t.q('created_at')} < %s{owned}"
-        params: list[Any] = [run_id, utcnow(), *ids, cutoff, *owner]
-        for outbox, incoming in sorted(outboxes):
-            guard += (f" and {t.q('token_id')} not in (select {q(incoming)} from {db.table(outbox)} "
-                      f"where {q(incoming)} is not null)")
-        with db.tx():
-            db.execute(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
-                       f"select {col_list}, %s, %s from {db.table(t.table)} "
-                       f"where {t.q('token_id')} in {in_list(ids)} and {guard}", params)
-            journaled = [r[0] for r in db.execute(
-                f"select {t.q('token_id')} from {db.table(journal)} where eoctl_run_id = %s "
-                f"and {t.q('token_id')} in {in_list(ids)}", [run_id, *ids])]
-            if journaled:
-                db.execute(f"delete from {db.table(t.table)} where {t.q('token_id')} in {in_list(journaled)}{owned}",
-                           [*journaled, *owner])
-    return set(journaled)
+    outboxes = {(o.table, o.col("incoming_token_id"), o.pending()) for o in layout.tables("outbox")
+                if o.store_name == t.store_name}
+    guard = f"{t.q('created_at')} < %s"
+    for outbox, incoming, pending in sorted(outboxes):
+        guard += (f" and {t.q('token_id')} not in (select {q(incoming)} from {qualified(t.store, outbox)} "
+                  f"where {q(incoming)} is not null{pending})")
+    return journal_and_delete(t, "token_id", ids, guard, [cutoff], run_id)
 
 
 def _journaled_ids(t: EndpointTable, run_id: str) -> list[str]:

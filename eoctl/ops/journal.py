@@ -27,6 +27,31 @@ def q(name: str) -> str:
     return quote_ident(name)
 
 
+def journal_and_delete(t: EndpointTable, key: str, ids: list[str], guard: str, params: list[Any],
+                       run_id: str) -> set[str]:
+    """One transaction in `t`'s store: journal the rows among `ids` (values of canonical column
+    `key`) that still meet `guard` (SQL with `%s` for `params`, re-checked as they are journaled),
+    of `t`'s endpoint only (in a shared table, never another endpoint's rows), then delete exactly
+    the journaled rows. Returns their keys."""
+    journal = journal_of(t.table)
+    owned, owner = t.owned()
+    with open_db(t.store) as db:
+        cols = db.ensure_copy_table(t.table, journal, JOURNAL_EXTRA)
+        col_list = ", ".join(q(x) for x in cols)
+        with db.tx():
+            db.execute(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
+                       f"select {col_list}, %s, %s from {db.table(t.table)} "
+                       f"where {t.q(key)} in {in_list(ids)} and {guard}{owned}",
+                       [run_id, utcnow(), *ids, *params, *owner])
+            journaled = [r[0] for r in db.execute(
+                f"select {t.q(key)} from {db.table(journal)} where eoctl_run_id = %s "
+                f"and {t.q(key)} in {in_list(ids)}{owned}", [run_id, *ids, *owner])]
+            if journaled:
+                db.execute(f"delete from {db.table(t.table)} where {t.q(key)} in {in_list(journaled)}{owned}",
+                           [*journaled, *owner])
+    return set(journaled)
+
+
 def journal_and_delete_intents(it: EndpointTable, kind: str, intent_ids: list[str], refs: list[str],
                                run_id: str) -> int:
     """In the intents' store: journal and delete the `kind` intents among `intent_ids` whose ref

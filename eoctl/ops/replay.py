@@ -10,7 +10,8 @@ Per entry, under the single-runner lease, with a fresh attempt id:
   2 dispatch       every outgoing message with its committed token id, through an idempotent
                    producer, waiting for every delivery report
   3 incoming token removed from the sender's token store
-  4 entry deleted  under its version
+  4 entry deleted  under its version (in an outbox that keeps sent rows: marked sent, as the
+                   pipeline marks it, and left for gc-outbox)
 A lost version check (the endpoint finished or changed the entry meanwhile) is reported and the
 entry left to its owner: no lost update, no new tokens. A kill at any step leaves a state the next
 run finishes: before 1 commits, fresh tokens are made again (the earlier ones are garbage of an
@@ -34,6 +35,7 @@ from eoctl.interrupts import deferred
 from eoctl.ops.common import new_run_id, selected
 from eoctl.ops.lease import Lease, RunLog, utcnow
 from eoctl.stores.db import Db, open_db
+from eoctl.stores.connection import quote_ident
 from eoctl.stores.layout import EndpointTable, StoreLayout
 
 COMMAND = "replay-outbox"
@@ -125,7 +127,8 @@ def find_stuck(layout: StoreLayout, options: ReplayOptions) -> list[StuckEntry]:
             rows = db.execute(
                 f"select {t.q('incoming_message_id')}, {t.q('incoming_token_id')}, cast({t.q('outgoing')} as varchar), "
                 f"{t.q('tokens_committed_at')}, {t.q('created_at')}, {t.q('version')} from {db.table(t.table)} "
-                f"where {' and '.join(where)}{owned} order by {t.q('created_at')}, {t.q('incoming_message_id')} "
+                f"where {' and '.join(where)}{owned}{t.pending()} order by {t.q('created_at')}, "
+                f"{t.q('incoming_message_id')} "
                 "limit %s", [*params, *owner, options.max_entries])
         for entry_id, token, outgoing, committed_at, created_at, version in rows:
             created = created_at if created_at.tzinfo else created_at.replace(tzinfo=dt.timezone.utc)
@@ -310,15 +313,41 @@ def _remove_incoming_token(layout: StoreLayout, entry: StuckEntry) -> None:
                        [entry.incoming_token_id, *owner])
 
 
-def _delete_entry(layout: StoreLayout, entry: StuckEntry) -> None:
+def _delete_entry(layout: StoreLayout, entry: StuckEntry, now: dt.datetime) -> None:
+    """The algorithm's last step: the entry is gone, or, in an outbox that keeps its rows once sent,
+    marked sent (its sent column set as the pipeline sets it; gc-outbox removes it later)."""
     t = _outbox(layout, entry)
     owned, owner = t.owned()
     with open_db(t.store) as db:
         with db.tx():
-            gone = db.rowcount(f"delete from {db.table(t.table)} where {t.q('incoming_message_id')} = %s and "
-                               f"{t.q('version')} = %s{owned}", [entry.entry_id, entry.version, *owner])
+            where = f"{t.q('incoming_message_id')} = %s and {t.q('version')} = %s{owned}"
+            if t.keeps_sent:
+                value = _sent_value(db, t, now)
+                gone = db.rowcount(f"update {db.table(t.table)} set {quote_ident(t.sent_column)} = %s, "
+                                   f"{t.q('updated_at')} = %s, {t.q('version')} = {t.q('version')} + 1 where {where}",
+                                   [value, now, entry.entry_id, entry.version, *owner])
+            else:
+                gone = db.rowcount(f"delete from {db.table(t.table)} where {where}",
+                                   [entry.entry_id, entry.version, *owner])
     if gone != 1:
         raise ConcurrencyConflict(f"entry changed since version {entry.version} before it was deleted")
+
+
+def _sent_value(db: Any, t: EndpointTable, now: dt.datetime) -> Any:
+    """What marks a row sent in `t`'s sent column: the first of sent_values, else true for a flag
+    and the time for a time column (by the column's type in the store)."""
+    if t.sent_values:
+        return t.sent_values[0]
+    rows = db.execute("select data_type from information_schema.columns where table_schema = %s and table_name = %s "
+                      "and column_name = %s", [t.store.schema_name, t.table, t.sent_column])
+    kind = str(rows[0][0]).lower() if rows else ""
+    if kind.startswith(("bool", "bit", "tinyint")):
+        return True
+    if kind.startswith(("timestamp", "datetime", "date")):
+        return now
+    raise Misconfigured(f"outbox {t.table} of endpoint {t.endpoint}: cannot tell what marks a row sent in its "
+                        f"column {t.sent_column} (type {kind or 'unknown'})",
+                        hint=f"set endpoints.{t.endpoint}.outbox.sent_values to the value the pipeline writes")
 
 
 def replay_entry(layout: StoreLayout, entry: StuckEntry, table: dict[str, Route], dispatcher: Dispatcher,
@@ -331,7 +360,7 @@ def replay_entry(layout: StoreLayout, entry: StuckEntry, table: dict[str, Route]
     if messages:  # an entry with nothing to send only needs its incoming token and itself removed
         outcome.messages_sent = dispatcher.send(messages, table, config.protocol.headers.token_id)
     _remove_incoming_token(layout, entry)
-    _delete_entry(layout, entry)
+    _delete_entry(layout, entry, utcnow())
     outcome.status = "replayed"
     return outcome
 

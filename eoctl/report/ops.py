@@ -77,14 +77,17 @@ def render_gc(result: GcResult, console: Console) -> None:
     """The same table for a plan and an execution; only the verb and the deleted column differ."""
     from rich.table import Table
 
-    what = "tokens" if result.command == "gc-tokens" else "blobs"
+    what = {"gc-tokens": "tokens", "gc-blobs": "blobs"}.get(result.command, "outbox rows")
+    outbox = result.command == "gc-outbox"
     mode = "executed" if result.executed else "plan only (nothing changed; add --execute)"
-    console.print(f"[bold]eoctl {result.command}[/] run {result.run_id}: {mode}; grace {result.grace_seconds}s")
+    age = "each outbox's retention" if outbox else f"grace {result.grace_seconds}s"
+    console.print(f"[bold]eoctl {result.command}[/] run {result.run_id}: {mode}; {age}")
     for old in result.finished_leftovers:
         console.print(f"finished the leftovers of interrupted run {old}")
     print_notes(result.notes, console)
-    table = Table(title=f"garbage {what}", title_justify="left")
-    for col in ("endpoint", "garbage", "planned", "removed", "skipped: young", "skipped: over limit",
+    table = Table(title="sent outbox rows" if outbox else f"garbage {what}", title_justify="left")
+    for col in ("endpoint", "sent" if outbox else "garbage", "planned", "removed",
+                "skipped: within retention" if outbox else "skipped: young", "skipped: over limit",
                 "skipped: changed"):
         table.add_column(col, justify="left" if col == "endpoint" else "right")
     rows = [*result.tallies]
@@ -100,7 +103,7 @@ def render_gc(result: GcResult, console: Console) -> None:
         console.print(f"first planned {what}:")
         _rows(result.sample, console)
     if result.executed:
-        kept = "journal" if what == "tokens" else "quarantine"
+        kept = "quarantine" if what == "blobs" else "journal"
         console.print(f"removed {tot['deleted']} {what} (kept in the {kept}; undo with --restore {result.run_id}); "
                       f"purged {result.purged} past the retention; {result.duration_seconds:.1f}s")
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eoctl.config.model import Config
-from eoctl.errors import SourceError
+from eoctl.errors import Misconfigured, SourceError
 from eoctl.inert import inert
 from eoctl.stores.connection import quote_ident, store_named
 from eoctl.stores.connection import StoreConfig, describe
@@ -64,6 +64,25 @@ class EndpointTable:
     owner: str  # the endpoint's name in the store (name_in_store)
     owner_column: str | None  # the table's column holding it; None: every row is this endpoint's
     shared: bool  # other configured endpoints use the same table
+    #: an outbox that keeps its rows once sent: the column that says so, and its values that mean sent
+    #: (None: true or not null); None: the reference protocol's outbox, whose rows are all pending
+    sent_column: str | None = None
+    sent_values: tuple[str, ...] | None = None
+
+    @property
+    def keeps_sent(self) -> bool:
+        return self.sent_column is not None
+
+    def sent(self, alias: str = "", text_type: str = "varchar") -> str:
+        """The SQL condition of a sent row (never NULL); `text_type`: the dialect's text type."""
+        assert self.sent_column is not None
+        return sent_condition((f"{alias}." if alias else "") + quote_ident(self.sent_column), self.sent_values,
+                              text_type)
+
+    def pending(self, alias: str = "", text_type: str = "varchar") -> str:
+        """` and not <sent>`: the SQL condition that keeps pending rows (empty for an outbox whose
+        rows are all pending), appended to a WHERE clause."""
+        return f" and not {self.sent(alias, text_type)}" if self.keeps_sent else ""
 
     @property
     def owner_canonical(self) -> str:
@@ -83,6 +102,21 @@ class EndpointTable:
             return "", []
         prefix = f"{alias}." if alias else ""
         return f" and {prefix}{quote_ident(self.owner_column)} = %s", [self.owner]
+
+
+class Disagreement(str):
+    """A lookup's sentence about a table that exists but does not match its configuration (a
+    configured column it lacks): a configuration problem, not an unreachable source."""
+
+
+def sent_condition(column_sql: str, values: tuple[str, ...] | None, text_type: str = "varchar") -> str:
+    """SQL true for a sent row, never NULL: `column_sql` holds one of `values` (compared as text), or,
+    without values, is set and not false (a flag, a sent-at time, a dispatch id). Values are the
+    configuration's, quoted as SQL literals."""
+    if values is None:
+        return f"({column_sql} is not null and cast({column_sql} as {text_type}) not in ('false', '0'))"
+    listed = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+    return f"({column_sql} is not null and cast({column_sql} as {text_type}) in ({listed}))"
 
 
 #: how many of the names a misnamed endpoint's table holds are named (most rows first)
@@ -259,6 +293,8 @@ class StoreLayout:
         found = self.lookup(endpoint, kind)
         if found is None or isinstance(found, EndpointTable):
             return found
+        if isinstance(found, Disagreement):
+            raise Misconfigured(found)
         raise SourceError(found)
 
     def lookup(self, endpoint: str, kind: str) -> EndpointTable | str | None:
@@ -276,10 +312,16 @@ class StoreLayout:
             return f"table {spec.table} does not exist in {describe(store)} (schema {store.schema_name})"
         columns = spec.columns.model_dump()
         owner_column = columns[OWNER[kind]]
+        sent_column = getattr(spec, "sent_column", None)
+        if sent_column is not None and sent_column not in found:
+            return Disagreement(f"table {spec.table} ({describe(store)}, schema {store.schema_name}) has no column "
+                    f"'{inert(sent_column)}', which endpoints.{endpoint}.outbox.sent_column names "
+                    f"(its columns: {', '.join(inert(c) for c in found)})")
         return EndpointTable(
             endpoint, kind, store_name, store, spec.table, columns, ep.name_in_store or endpoint,
             owner_column if owner_column in found else None,
-            len(self.sharing(store_name, spec.table, kind)) > 1)
+            len(self.sharing(store_name, spec.table, kind)) > 1,
+            sent_column, tuple(spec.sent_values) if sent_column is not None and spec.sent_values else None)
 
     def missing(self, kind: str, endpoints: list[str] | None = None) -> list[str]:
         """Endpoints (of `endpoints`, default all) with a store for `kind` whose table does not exist."""

@@ -75,6 +75,7 @@ class StoreLookups:
                 if not isinstance(t, EndpointTable):  # trace reads what there is; doctor names a missing table
                     continue
                 owned, owner = t.owned()
+                owned += t.pending()  # a sent row of an outbox that keeps them is not an entry
                 db = self._db(t.store)
                 sql, params = build(db.table(t.table), SimpleNamespace(**t.columns))
                 out += [(t, row) for row in db.execute(sql + owned, [*params, *owner])]

@@ -44,7 +44,7 @@ def open_inputs(con: duckdb.DuckDBPyConnection, config: Config, options: AuditOp
     scope.layout = layout or StoreLayout(config)
     step("reading the store tables")
     copies = {} if copies is None else copies
-    scope.tables = load_store_tables(con, scope.layout, list(scope.endpoints), copies)
+    scope.tables = load_store_tables(con, scope.layout, list(scope.endpoints), copies, "sent_outbox" in inputs)
     scope.refuse_misnamed()
     for name, ep in scope.endpoints.items():
         for sink in ep.sinks if "sinks" in inputs else ():

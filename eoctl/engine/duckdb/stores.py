@@ -17,9 +17,11 @@ if TYPE_CHECKING:
 
 
 def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[str],
-                      copies: dict[tuple[str, str], str]) -> set[tuple[str, str]]:
+                      copies: dict[tuple[str, str], str], sent_outbox: bool = False) -> set[tuple[str, str]]:
     """Views `tokens`, `outbox`, `intents` (eoctl.expr.inputs.STORE_SCHEMAS, plus `ep`): each
-    audited endpoint's rows of its table, read once; the (endpoint, kind) pairs that exist."""
+    audited endpoint's rows of its table, read once (of an outbox that keeps sent rows, the pending
+    ones; with `sent_outbox`, the sent ones too, as view `outbox_sent`); the (endpoint, kind) pairs
+    that exist."""
     import duckdb
 
     from eoctl.expr.inputs import STORE_SCHEMAS
@@ -27,12 +29,13 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
 
     present: set[tuple[str, str]] = set()
     source_types: dict[str, dict[str, str]] = {}
-    for kind in KINDS:
+    for view in (*KINDS, "outbox_sent") if sent_outbox else KINDS:
+        kind = "outbox" if view == "outbox_sent" else view
         types = {"ep": "VARCHAR", **{c: _SQL_TYPES[t] for c, t in STORE_SCHEMAS[kind].items()}}
         selects = []
         for name in endpoints:
             t = layout.table(name, kind)
-            if t is None:
+            if t is None or (view == "outbox_sent" and not t.keeps_sent):
                 continue
             present.add((name, kind))
             source = _snapshot(con, copies, t.store, t.table)
@@ -48,15 +51,17 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
                                 f"AS {ident(canonical)}")
                 else:
                     cols.append(f"CAST({ident(t.col(canonical))} AS {sql_type}) AS {ident(canonical)}")
-            where = f" WHERE {ident(t.owner_column)} = {repr_sql(t.owner)}" if t.owner_column else ""
-            selects.append(f"SELECT {', '.join(cols)} FROM {source}{where}")
+            where = f" AND {ident(t.owner_column)} = {repr_sql(t.owner)}" if t.owner_column else ""
+            if t.keeps_sent:
+                where += f" AND {t.sent()}" if view == "outbox_sent" else t.pending()
+            selects.append(f"SELECT {', '.join(cols)} FROM {source} WHERE true{where}")
         if not selects:
             selects = ["SELECT " + ", ".join(f"CAST(NULL AS {v}) AS {ident(c)}" for c, v in types.items())
                        + " WHERE false"]
         try:
             # a view over the run's copies: each check reads only the columns it needs
-            con.execute(f"CREATE OR REPLACE VIEW {kind} AS " + " UNION ALL ".join(selects))
-            con.execute(f"SELECT * FROM {kind} LIMIT 0").fetchall()  # a column of the wrong type fails here
+            con.execute(f"CREATE OR REPLACE VIEW {view} AS " + " UNION ALL ".join(selects))
+            con.execute(f"SELECT * FROM {view} LIMIT 0").fetchall()  # a column of the wrong type fails here
         except duckdb.Error as exc:  # a column of the wrong type
             raise SourceError(f"the {kind} tables cannot be read: {str(exc).splitlines()[0][:300]}") from None
     return present

@@ -152,7 +152,7 @@ def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str],
     records.records.createOrReplaceTempView("records")
     records.commits_frame().createOrReplaceTempView("commits")
     step("reading the store tables")
-    scope.tables = _store_views(stores, list(records.endpoints))
+    scope.tables = _store_views(stores, list(records.endpoints), "sent_outbox" in inputs)
     scope.refuse_misnamed()
     if "sinks" in inputs:  # lazy: read only by the checks that look at sinks (EO202, EO5xx)
         _sink_views(stores, records.endpoints, scope)
@@ -202,21 +202,24 @@ def _union(frames: list[DataFrame]) -> DataFrame:
     return reduce(lambda a, b: a.unionByName(b), frames)
 
 
-def _store_views(stores: SparkStores, endpoints: list[str]) -> set[tuple[str, str]]:
-    """Views `tokens`, `outbox`, `intents`: each of `endpoints`' rows of that store table."""
+def _store_views(stores: SparkStores, endpoints: list[str], sent_outbox: bool = False) -> set[tuple[str, str]]:
+    """Views `tokens`, `outbox`, `intents`: each of `endpoints`' rows of that store table (of an
+    outbox that keeps sent rows, the pending ones; with `sent_outbox`, the sent ones too, as view
+    `outbox_sent`)."""
     from eoctl.expr.inputs import STORE_SCHEMAS
     from eoctl.stores.layout import KINDS
 
     present: set[tuple[str, str]] = set()
-    for kind in KINDS:
+    for view in (*KINDS, "outbox_sent") if sent_outbox else KINDS:
+        kind = "outbox" if view == "outbox_sent" else view
         schema = {"ep": "string", **STORE_SCHEMAS[kind]}
         frames = []
         for name in endpoints:
-            df = stores.table(name, kind)
+            df = stores.table(name, view)
             if df is not None:
                 present.add((name, kind))
                 frames.append(_typed(df, STORE_SCHEMAS[kind], ep=name))
-        (_union(frames) if frames else _empty(stores.spark, schema)).createOrReplaceTempView(kind)
+        (_union(frames) if frames else _empty(stores.spark, schema)).createOrReplaceTempView(view)
     return present
 
 

@@ -87,15 +87,21 @@ def read_store_table(
         raise SourceError(f"table {table} in {describe(store)} cannot be read: {_java_message(exc)}") from None
 
 
-def read_endpoint_table(spark: SparkSession, t: EndpointTable) -> DataFrame:
+def read_endpoint_table(spark: SparkSession, t: EndpointTable, sent: bool = False) -> DataFrame:
     """An endpoint's rows of its tokens/outbox/intents table (the owner filter is pushed down to
     the store), with canonical column names; a table without an owner column gives the endpoint's
-    name in the store as that column."""
+    name in the store as that column. Of an outbox that keeps sent rows: the pending rows, or with
+    `sent` the sent ones (the condition of eoctl.stores.layout.sent_condition)."""
     from pyspark.sql import functions as F
 
     df = read_store_table(spark, t.store, t.table)
     if t.owner_column is not None:
         df = df.where(F.col(f"`{t.owner_column}`") == F.lit(t.owner))
+    if t.keeps_sent:
+        column = F.col(f"`{t.sent_column}`")
+        text = column.cast("string")
+        is_sent = column.isNotNull() & (text.isin(*t.sent_values) if t.sent_values else ~text.isin("false", "0"))
+        df = df.where(is_sent if sent else ~is_sent)
     return df.select([
         F.lit(t.owner).alias(canonical) if canonical == t.owner_canonical and t.owner_column is None
         else F.col(f"`{actual}`").alias(canonical)
@@ -157,12 +163,15 @@ class SparkStores:
         return self._frames[key]
 
     def table(self, endpoint: str, kind: str) -> DataFrame | None:
-        """An endpoint's tokens/outbox/intents table with canonical column names, or None."""
+        """An endpoint's tokens/outbox/intents table with canonical column names, or None; `kind`
+        outbox_sent: the sent rows of an outbox that keeps them (outbox: the pending ones)."""
         from eoctl.engine.spark.stores import read_endpoint_table
 
         def read() -> DataFrame | None:
-            t = self.layout.table(endpoint, kind)
-            return None if t is None else read_endpoint_table(self.spark, t)
+            t = self.layout.table(endpoint, "outbox" if kind == "outbox_sent" else kind)
+            if t is None or (kind == "outbox_sent" and not t.keeps_sent):
+                return None
+            return read_endpoint_table(self.spark, t, sent=kind == "outbox_sent")
         return self._once(("table", endpoint, kind), read)
 
     def sink(self, endpoint: str, sink: SinkConfig) -> DataFrame:
