@@ -13,7 +13,8 @@ Ground truth: `ground_truth.json` has, per finding code, the count of what was i
 `truth/<CODE>.parquet` the identifiers (message id, token id, blob name, key or partition).
 Units: EO101 per redelivered copy, EO102 per message id, EO103 per (producer, sequence), EO104 per
 gap, EO105 per record, EO201/EO203 per token, EO202/EO402/EO403 per record, EO204 per partition,
-EO301 per entry, EO302 per ghost message, EO401 per blob, EO501 per source message id, EO502 per key.
+EO301 per entry, EO302 per ghost message, EO303 per sent outbox row past the retention (billing's
+outbox keeps sent rows: sent_at, a week), EO401 per blob, EO501 per source message id, EO502 per key.
 """
 
 from __future__ import annotations
@@ -32,13 +33,15 @@ from pathlib import Path
 DEFAULT_MIX = {
     "EO101": 0.002, "EO102": 0.0005, "EO103": 0.0005, "EO104": 0.0005, "EO105": 0.0005,
     "EO201": 0.001, "EO202": 0.0005, "EO203": 0.001, "EO301": 0.0002, "EO302": 0.0002,
-    "EO401": 0.0002, "EO402": 0.0002, "EO403": 0.0002, "EO501": 0.001, "EO502": 0.0005,
+    "EO303": 0.0002, "EO401": 0.0002, "EO402": 0.0002, "EO403": 0.0002, "EO501": 0.001, "EO502": 0.0005,
 }
 # Codes drawn per base record, in this order, over disjoint slices of one uniform draw.
 _RECORD_CODES = ("EO101", "EO102", "EO103", "EO104", "EO202", "EO203", "EO301", "EO302",
                  "EO402", "EO403", "EO501", "EO502")
 # Codes that add things no base record owns (counts are rate * N).
-_EXTRA_CODES = ("EO105", "EO201", "EO401")
+_EXTRA_CODES = ("EO105", "EO201", "EO303", "EO401")
+#: billing's outbox keeps sent rows (sent_at) this long: EO303 past it; as many young sent rows as old
+RETENTION = dt.timedelta(days=7)
 
 NOW = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.timezone.utc)
 OLD = NOW - dt.timedelta(days=3)  # older than any sane grace period
@@ -206,12 +209,23 @@ def generate(spec: GenSpec) -> dict:
     db.execute("""create table billing.eo_outbox (endpoint varchar not null, incoming_message_id varchar not null,
                   incoming_token_id varchar not null, attempt_id varchar not null, outgoing json not null,
                   tokens_committed_at timestamptz, created_at timestamptz not null, updated_at timestamptz not null,
-                  version bigint not null, primary key (endpoint, incoming_message_id))""")
+                  version bigint not null, sent_at timestamptz, primary key (endpoint, incoming_message_id))""")
     db.execute(f"""
         insert into billing.eo_outbox
         select '{ENDPOINT}', message_id, token_id, attempt_id, '[]', null,
-               timestamptz '{OLD.isoformat()}', timestamptz '{OLD.isoformat()}', 1
+               timestamptz '{OLD.isoformat()}', timestamptz '{OLD.isoformat()}', 1, null
         from recs where code = 'EO301'""")
+    # sent rows the outbox keeps: past the retention (EO303), and as many within it (by the clock of
+    # the generation: an audit within the retention's week after it counts them young)
+    n_sent = round(spec.mix.get("EO303", 0) * N)
+    past, young = NOW - RETENTION - dt.timedelta(days=3), dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+    for prefix, at in (("sent-old-", past), ("sent-young-", young)):
+        db.execute(f"""
+            insert into billing.eo_outbox
+            select '{ENDPOINT}', '{prefix}' || j, '{prefix}tok-' || j, '{prefix}att-' || j, '[]',
+                   timestamptz '{at.isoformat()}', timestamptz '{at.isoformat()}', timestamptz '{at.isoformat()}', 2,
+                   timestamptz '{at.isoformat()}'
+            from range({n_sent}) t(j)""")
     db.execute("""create table billing.eo_intents (intent_id varchar primary key, endpoint varchar not null,
                   incoming_message_id varchar not null, attempt_id varchar not null, kind varchar not null,
                   ref varchar not null, created_at timestamptz not null)""")
@@ -259,6 +273,7 @@ def generate(spec: GenSpec) -> dict:
         "EO203": "select token_id from recs where code = 'EO203'",
         "EO301": "select message_id as incoming_message_id from recs where code = 'EO301'",
         "EO302": "select message_id from extras where code = 'EO302'",
+        "EO303": f"select 'sent-old-' || j as incoming_message_id from range({n_sent}) t(j)",
         "EO401": f"select 'orphan-' || j || '.txt' as blob_name from range({round(spec.mix.get('EO401', 0) * N)}) t(j)",
         "EO402": "select message_id, blob_name from recs where code = 'EO402'",
         "EO403": "select message_id, blob_name from recs where code = 'EO403'",
@@ -326,6 +341,10 @@ blobs = "blobs/shop"
 
 [endpoints.billing]
 store = "billing"
+
+[endpoints.billing.outbox]  # it keeps a row once sent (sent_at set) for a week
+sent_column = "sent_at"
+retention = "7d"
 
 [[endpoints.billing.sinks]]
 name = "invoices"

@@ -1,6 +1,6 @@
 """The recorded chaos sample's outboxes turned into outboxes that keep their rows once sent, in the
-three layouts the field has (README's worked examples): an NServiceBus-style flag, a status column,
-a sent-at time. The sample's own rows stay pending; sent rows are added, some past the retention.
+three layouts the field has, read from README's worked examples: an NServiceBus-style flag, a
+status column, a sent-at time. The sample's own rows stay pending; sent rows are added, some past the retention.
 """
 
 from __future__ import annotations
@@ -20,13 +20,28 @@ class SentLayout:
     sent: object  # what the column holds in a sent row (a callable of the row's sent time, or a value)
 
 
-LAYOUTS = {
-    "nservicebus": SentLayout("nservicebus", "dispatched boolean not null default false",
-                              'sent_column = "dispatched"', True),
-    "status": SentLayout("status", "status varchar not null default 'PENDING'",
-                         'sent_column = "status"\nsent_values = ["SENT", "ACKED"]', "SENT"),
-    "sent_at": SentLayout("sent_at", "sent_at timestamptz", 'sent_column = "sent_at"', None),
-}
+def _readme_layouts() -> dict[str, tuple[str, str]]:
+    """README's worked examples (`<!-- sent-layout: NAME -->` then a TOML block): name -> (the
+    column's DDL from its `alter table` comment, the keys of [endpoints.billing.outbox] but retention)."""
+    import re
+
+    from tests.helpers.servers import REPO
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    out = {}
+    for name, block in re.findall(r"<!-- sent-layout: (\w+) -->\n```toml\n(.*?)```", text, re.S):
+        ddl = re.search(r"alter table \S+ add column (.+)", block).group(1).strip()
+        keys = block.split("[endpoints.billing.outbox]\n", 1)[1]
+        out[name] = (ddl, "\n".join(line for line in keys.splitlines() if not line.startswith("retention")))
+    return out
+
+
+#: what a sent row's column holds in each layout (None: the time it was sent)
+_SENT = {"nservicebus": True, "status": "SENT", "sent_at": None}
+LAYOUTS = {name: SentLayout(name, ddl, keys, _SENT[name]) for name, (ddl, keys) in _readme_layouts().items()}
+assert set(LAYOUTS) == set(_SENT), f"README's sent layouts are {sorted(LAYOUTS)}"
+
+
 #: the endpoints whose outboxes keep sent rows here (shipping's stays the reference protocol's)
 KEEPING = ("shop", "billing")
 RETENTION = dt.timedelta(days=7)
