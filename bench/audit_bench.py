@@ -5,7 +5,7 @@ a plain confluent-kafka + dict script), on the same generated data, side by side
     python bench/audit_bench.py --records 1000000 --work /tmp/bench-kafka --kafka 127.0.0.1:9092
     python bench/audit_bench.py --records 1000000 --work /tmp/bench-kafka --start-broker
 
-Checks compared: topics (EO101-EO105), tokens (EO201-EO203), outbox (EO301), sinks (EO501-EO502).
+Checks compared: topics (EO101-EO105), tokens (EO201-EO203), outbox (EO301, EO303), sinks (EO501-EO503).
 Wall time and peak RSS are measured per contender: eoctl's driver (the Python process and the
 Spark JVM it starts, summed, sampled every 100 ms) and this process for the in-process baselines.
 """
@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from measure import run_measured, with_broker  # noqa: E402
 
-CODES = ["EO101", "EO102", "EO103", "EO104", "EO105", "EO201", "EO202", "EO203", "EO301", "EO501", "EO502"]
+CODES = ["EO101", "EO102", "EO103", "EO104", "EO105", "EO201", "EO202", "EO203", "EO301", "EO303", "EO501", "EO502",
+         "EO503"]
 
 
 def run_eoctl(config: Path, jars: str | None, engine: str = "spark", tree: Path = REPO) -> tuple[float, int, dict]:
@@ -58,6 +59,8 @@ def run_duckdb(out: Path) -> tuple[float, dict]:
         "offset" < c.c as processed
         from read_parquet('{out}/topics/orders/*.parquet') join committed c on c.p = "partition" """)
     db.execute(f"create view sink as select * from read_parquet('{out}/sinks/invoices/*.parquet')")
+    # the outbox keeps sent rows (sent_at): only the others are pending
+    db.execute("create view pending as select * from st.billing.eo_outbox where sent_at is null")
     q = {
         "EO101": "select count(*) from (select mid, tok from r where mid is not null group by all having count(*) > 1)",
         "EO102": "select count(*) from (select mid from r where mid is not null group by 1 having count(distinct tok) > 1)",
@@ -66,17 +69,22 @@ def run_duckdb(out: Path) -> tuple[float, dict]:
         "EO105": "select count(*) from r where mid is null or tok is null",
         "EO201": """select count(*) from st.billing.eo_tokens t where created_at < now() - interval 24 hour
                     and token_id not in (select tok from r where tok is not null)
-                    and token_id not in (select incoming_token_id from st.billing.eo_outbox)""",
+                    and token_id not in (select incoming_token_id from pending)""",
         "EO202": """select count(*) from r where not processed and mid is not null
                     and tok not in (select token_id from st.billing.eo_tokens)
                     and mid not in (select mid from r where processed)
-                    and mid not in (select incoming_message_id from st.billing.eo_outbox)
+                    and mid not in (select incoming_message_id from pending)
                     and mid not in (select source_message_id from sink)""",
         "EO203": """select count(*) from (select distinct tok from r where processed) p join st.billing.eo_tokens t on t.token_id = p.tok
-                    where t.token_id not in (select incoming_token_id from st.billing.eo_outbox)""",
-        "EO301": "select count(*) from st.billing.eo_outbox where created_at < now() - interval 15 minute",
+                    where t.token_id not in (select incoming_token_id from pending)""",
+        "EO301": "select count(*) from pending where created_at < now() - interval 15 minute",
+        "EO303": """select count(*) from st.billing.eo_outbox where sent_at is not null
+                    and updated_at < now() - interval 7 day""",
         "EO501": "select count(*) from (select source_message_id from sink group by 1 having count(*) > 1)",
         "EO502": "select count(*) from (select order_id from sink group by 1 having count(distinct (source_message_id, amount)) > 1)",
+        "EO503": """select count(distinct mid) from r where processed and mid is not null and tok is not null
+                    and mid not in (select source_message_id from sink)
+                    and mid not in (select incoming_message_id from pending)""",
     }
     counts = {c: db.execute(sql).fetchone()[0] for c, sql in q.items()}
     return time.monotonic() - start, {c: n for c, n in counts.items() if n}

@@ -269,6 +269,22 @@ CATALOG: dict[str, CodeInfo] = {
                      "the sink holds one of them: which one depends on the order they arrived",
                      "trace the key's rows to find the messages, decide which value is right, and repair the row",
                      "`eoctl audit --select EO502` no longer lists the key", "eoctl trace --by {sink_key}")),
+        _C("EO503", "sinks", Severity.CRITICAL, "a processed message with no row in a sink that must hold every message",
+           ("message_id",), ("message_id",),
+           summary='a message processed (below the committed offset, with protocol headers) without a row in a sink '
+                   'with `every_message = true`; the counts of its hour beside it',
+           not_a_finding='messages with a pending outbox entry, messages in flight (EO202), records without headers '
+                         '(EO105), sinks without `every_message`',
+           inputs=('sinks',),
+           remedy=_R("the consumer committed its offset past the message (and removed its token) without the effect "
+                     "reaching the sink: a write that failed or went elsewhere after the commit, a sink truncated or "
+                     "restored from an older backup, or a handler that skips some messages by design",
+                     "the message's effect is lost downstream: nothing will process it again, since its token is gone "
+                     "and its offset committed",
+                     "trace the message to see its copies and what the stores hold; look at the hours where missing "
+                     "starts; re-apply its effect from the record (or re-publish it with a new message id through "
+                     "the producer's outbox); if the handler skips such messages on purpose, turn every_message off",
+                     "`eoctl audit --select EO503` no longer lists it", "eoctl trace {message_id}")),
         _C("EO601", "transactions", Severity.CRITICAL, "hanging Kafka transaction: last stable offset stuck",
            ("topic", "partition", "last_stable_offset"),
            summary='hanging transaction: last stable offset behind the high watermark longer than `--transaction-timeout` (live Kafka)',

@@ -14,7 +14,8 @@ Ground truth: `ground_truth.json` has, per finding code, the count of what was i
 Units: EO101 per redelivered copy, EO102 per message id, EO103 per (producer, sequence), EO104 per
 gap, EO105 per record, EO201/EO203 per token, EO202/EO402/EO403 per record, EO204 per partition,
 EO301 per entry, EO302 per ghost message, EO303 per sent outbox row past the retention (billing's
-outbox keeps sent rows: sent_at, a week), EO401 per blob, EO501 per source message id, EO502 per key.
+outbox keeps sent rows: sent_at, a week), EO401 per blob, EO501 per source message id, EO502 per key, EO503 per
+processed message without an invoice (the sink has every_message).
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ DEFAULT_MIX = {
     "EO101": 0.002, "EO102": 0.0005, "EO103": 0.0005, "EO104": 0.0005, "EO105": 0.0005,
     "EO201": 0.001, "EO202": 0.0005, "EO203": 0.001, "EO301": 0.0002, "EO302": 0.0002,
     "EO303": 0.0002, "EO401": 0.0002, "EO402": 0.0002, "EO403": 0.0002, "EO501": 0.001, "EO502": 0.0005,
+    "EO503": 0.0005,
 }
 # Codes drawn per base record, in this order, over disjoint slices of one uniform draw.
 _RECORD_CODES = ("EO101", "EO102", "EO103", "EO104", "EO202", "EO203", "EO301", "EO302",
-                 "EO402", "EO403", "EO501", "EO502")
+                 "EO402", "EO403", "EO501", "EO502", "EO503")
 # Codes that add things no base record owns (counts are rate * N).
 _EXTRA_CODES = ("EO105", "EO201", "EO303", "EO401")
 #: billing's outbox keeps sent rows (sent_at) this long: EO303 past it; as many young sent rows as old
@@ -122,7 +124,7 @@ def generate(spec: GenSpec) -> dict:
     # Anomalies that need a status: a silent loss is in flight; leaked tokens and stuck entries
     # belong to processed records. Draws that land on the wrong status are plain records.
     db.execute("""update recs set code = null where (code = 'EO202' and processed)
-                  or (code in ('EO203', 'EO301', 'EO501', 'EO502', 'EO101', 'EO102') and not processed)""")
+                  or (code in ('EO203', 'EO301', 'EO501', 'EO502', 'EO503', 'EO101', 'EO102') and not processed)""")
 
     # --- extra records appended at the end of their partition (so they are in flight) ---------
     db.execute(f"""
@@ -240,7 +242,7 @@ def generate(spec: GenSpec) -> dict:
         select order_id, source_message_id, amount,
                timestamp '2026-01-01' + to_microseconds(row_number() over ()) as applied_at
         from (select i as order_id, message_id as source_message_id, 100 + i % 50 as amount from recs
-              where processed
+              where processed and coalesce(code, '') <> 'EO503'  -- EO503: processed, its effect lost
               union all select i, message_id, 100 + i % 50 from recs where code = 'EO501'
               union all select i, message_id || '-conflict', 999 from recs where code = 'EO502')"""
     db.execute(f"""copy ({sink_sql}) to '{spec.out / "sinks/invoices"}'
@@ -279,6 +281,7 @@ def generate(spec: GenSpec) -> dict:
         "EO403": "select message_id, blob_name from recs where code = 'EO403'",
         "EO501": "select message_id as source_message_id from recs where code = 'EO501'",
         "EO502": "select i as order_id from recs where code = 'EO502'",
+        "EO503": "select message_id from recs where code = 'EO503'",
     }
     truth: dict = {"records": db.execute("select count(*) from all_recs").fetchone()[0], "base_records": N,
                    "partitions": P, "committed_offsets": committed, "codes": {}}
@@ -354,6 +357,7 @@ message_id_column = "source_message_id"
 key_columns = ["order_id"]
 value_columns = ["source_message_id", "amount"]
 watermark_column = "applied_at"
+every_message = true  # every processed message writes an invoice: one without is EO503
 
 [endpoints.billing.input]
 topics = ["{spec.topic}"]

@@ -353,6 +353,9 @@ class SinkConfig(TableSource):
     value_columns: list[str] = Field(
         default_factory=list, description="columns that must agree for one key (default: all others)"
     )
+    every_message: bool = Field(
+        False, description="every message the endpoint processed (below its committed offset, with protocol "
+                           "headers) must have a row here: one without is EO503 (its effect is lost downstream)")
     watermark_column: str | None = Field(
         None, description="a column every write of a row sets to a value above all earlier ones (an ingestion "
                           "time, an increasing id): with it, audit --since-last reads only rows written since "

@@ -54,6 +54,7 @@ CHECKS: dict[str, Check] = {
     "EO403": blobs.hash_mismatches,
     "EO501": sinks.applied_twice,
     "EO502": sinks.conflicting_values,
+    "EO503": sinks.missing_effects,
     "EO601": hanging_transactions,
 }
 

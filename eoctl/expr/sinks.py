@@ -1,4 +1,4 @@
-"""Sink checks (EO501, EO502), written once over each sink's rows."""
+"""Sink checks (EO501, EO502, EO503), written once over each sink's rows."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import ibis
 
 from eoctl.expr.functions import Dialect, first_n, hash64, to_json
-from eoctl.expr.inputs import Hit, Scope
+from eoctl.expr.inputs import Hit, Scope, store_table
 
 if TYPE_CHECKING:
     import ibis.expr.types as ir
@@ -81,3 +81,45 @@ def conflicting_values(scope: Scope, records: ir.Table, dialect: Dialect) -> Ite
         # engine writes) are one value, as the report shows them
         g = g.filter(g.distinct_values > 1)
         yield Hit("EO502", name, sink.name, g)
+
+
+def missing_effects(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
+    """EO503: a message the endpoint processed (a copy below its committed offset, with protocol
+    headers) without a row in a sink that must hold every message (`every_message`): its effect is
+    lost downstream. Each message once, at its first processed copy (record time, then topic,
+    partition, offset), with the counts of its hour of record time beside it: processed messages,
+    those with a row, those missing, so an operator sees when it started. A message whose pending
+    outbox entry is still in progress is not judged (counted as processed only). Messages EO202
+    names are in flight, never processed, and records without headers (EO105) carry no id."""
+    outbox = store_table("outbox")
+    for name, sink in _sinks(scope):
+        if not sink.every_message:
+            continue
+        r = records.filter((records.endpoint == name) & records.processed & records.message_id.notnull()
+                           & records.problem.isnull())
+        ranked = r.mutate(_rank=ibis.row_number().over(group_by="message_id",
+                                                       order_by=[r.timestamp, r.topic, r.partition, r.offset]))
+        first = ranked.filter(ranked._rank == 0).select(
+            "message_id", "topic", "partition", "offset", "timestamp", hour=ranked.timestamp.truncate("h"))
+        rows = scope.sink(name, sink)
+        effects = rows.select(_effect=rows[sink.message_id_column].cast("string"))
+        effects = effects.filter(effects._effect.notnull()).distinct()
+        j = first.left_join(effects, first.message_id == effects._effect)
+        j = j.mutate(_with_effect=j._effect.notnull())
+        if scope.has(name, "outbox"):
+            entries = outbox.filter(outbox.ep == name)
+            entries = entries.select(_entry=entries.incoming_message_id).distinct()
+            j = j.left_join(entries, j.message_id == entries._entry).mutate(_pending=ibis._._entry.notnull())
+        else:
+            j = j.mutate(_pending=ibis.literal(False))
+        j = j.mutate(_missing=~j._with_effect & ~j._pending)
+        hours = j.group_by("hour").aggregate(
+            # counts, not sums: DuckDB sums booleans as HUGEINT, which Arrow gives as a decimal
+            hour_processed=j.count(), hour_with_effect=j.count(where=j._with_effect),
+            hour_missing=j.count(where=j._missing))
+        hours = hours.filter(hours.hour_missing > 0).rename(_hour="hour")
+        missing = j.filter(j._missing)
+        missing = missing.join(hours, missing.hour == hours._hour).select(
+            "message_id", "topic", "partition", "offset", "timestamp", "hour", "hour_processed", "hour_with_effect",
+            "hour_missing")
+        yield Hit("EO503", name, sink.name, missing)

@@ -84,6 +84,9 @@ def test_store_sink_and_blob_truth_matches_the_state(generated) -> None:
     # EO501 / EO502 in the sink
     assert _q(out, "select count(*) from (select source_message_id from sink group by 1 having count(*) > 1)")[0][0] == c["EO501"]["count"]
     assert _q(out, "select count(*) from (select order_id from sink group by 1 having count(distinct amount) > 1)")[0][0] == c["EO502"]["count"]
+    # EO503: processed messages with headers and no invoice
+    assert _q(out, "select count(distinct mid) from status where processed and mid is not null "
+                   "and mid not in (select source_message_id from sink)")[0][0] == c["EO503"]["count"]
     # blobs: orphans, dangling references, hash mismatches
     import hashlib
 
