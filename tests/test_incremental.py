@@ -478,3 +478,38 @@ def test_eo204_on_an_archive_continues_from_the_first_offsets_the_index_kept(spa
     assert gained.run["scan"]["base_run"] == again.run["id"]
     assert identities(gained) == identities(first)
     assert gained.index.lows == first.index.lows
+
+
+@pytest.mark.integration
+def test_eo503_across_the_boundary_is_the_full_audits(tmp_path: Path) -> None:
+    """A sink with every_message (the generator's invoices): records appended after the last run and
+    then committed, without invoices, are missing effects; a row deleted from the sink makes an
+    indexed message missing. The run continuing from the index names exactly the full audit's."""
+    from samples.generator import DEFAULT_MIX, GenSpec, generate
+
+    out = tmp_path / "gen"
+    truth = generate(GenSpec(3000, out, partitions=2, mix={**DEFAULT_MIX, "EO503": 0.01}))
+    config = load_config(out / "eoctl.toml")
+    first = _recorded(None, config)
+    assert len(identities(first)[("EO503", "billing", "invoices")][1]) == truth["codes"]["EO503"]["count"]
+
+    append_orders(out, "part-late.parquet")
+    committed = out / "topics" / "orders" / "_committed_offsets.json"
+    import duckdb
+
+    ends = dict(duckdb.sql(f"select \"partition\"::varchar, max(\"offset\") + 1 from "
+                           f"read_parquet('{out}/topics/orders/*.parquet') group by 1").fetchall())
+    committed.write_text(json.dumps({"orders": ends}))
+    sink = next((out / "sinks" / "invoices").glob("*.parquet"))
+    gone = duckdb.sql(f"select source_message_id from read_parquet('{sink}') limit 1").fetchall()[0][0]
+    duckdb.sql(f"copy (select * from read_parquet('{sink}') where source_message_id <> '{gone}') "
+               f"to '{sink}.new' (format parquet)")
+    Path(f"{sink}.new").replace(sink)
+
+    incr = _recorded(None, config, since_last=True)
+    full = _full_on_duckdb(config)
+    assert incr.run["scan"]["mode"] == "incremental"
+    assert identities(incr) == identities(full)
+    named = identities(full)[("EO503", "billing", "invoices")][1]
+    before = identities(first)[("EO503", "billing", "invoices")][1]
+    assert len(named) > len(before) + 1 and any(gone in key for key in named)

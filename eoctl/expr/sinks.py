@@ -87,39 +87,43 @@ def missing_effects(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterat
     """EO503: a message the endpoint processed (a copy below its committed offset, with protocol
     headers) without a row in a sink that must hold every message (`every_message`): its effect is
     lost downstream. Each message once, at its first processed copy (record time, then topic,
-    partition, offset), with the counts of its hour of record time beside it: processed messages,
-    those with a row, those missing, so an operator sees when it started. A message whose pending
-    outbox entry is still in progress is not judged (counted as processed only). Messages EO202
-    names are in flight, never processed, and records without headers (EO105) carry no id."""
+    partition, offset), with the counts of that hour of record time beside it, so an operator sees
+    when it started: the messages processed in it (a processed copy's record time falls in it), those
+    with a row, those missing. A message whose pending outbox entry is still in progress is not
+    judged (counted as processed only). Messages EO202 names are in flight, never processed, and
+    records without headers (EO105) carry no id.
+
+    Only the copies without a row are ranked and counted per message (few); the processed copies
+    are read once more for the hours that have a missing message, as counts."""
     outbox = store_table("outbox")
     for name, sink in _sinks(scope):
         if not sink.every_message:
             continue
         r = records.filter((records.endpoint == name) & records.processed & records.message_id.notnull()
                            & records.problem.isnull())
-        ranked = r.mutate(_rank=ibis.row_number().over(group_by="message_id",
-                                                       order_by=[r.timestamp, r.topic, r.partition, r.offset]))
-        first = ranked.filter(ranked._rank == 0).select(
-            "message_id", "topic", "partition", "offset", "timestamp", hour=ranked.timestamp.truncate("h"))
+        r = r.select("message_id", "topic", "partition", "offset", "timestamp", hour=r.timestamp.truncate("h"))
         rows = scope.sink(name, sink)
         effects = rows.select(_effect=rows[sink.message_id_column].cast("string"))
         effects = effects.filter(effects._effect.notnull()).distinct()
-        j = first.left_join(effects, first.message_id == effects._effect)
-        j = j.mutate(_with_effect=j._effect.notnull())
+        without = r.anti_join(effects, r.message_id == effects._effect)
+        missing = without
         if scope.has(name, "outbox"):
             entries = outbox.filter(outbox.ep == name)
             entries = entries.select(_entry=entries.incoming_message_id).distinct()
-            j = j.left_join(entries, j.message_id == entries._entry).mutate(_pending=ibis._._entry.notnull())
-        else:
-            j = j.mutate(_pending=ibis.literal(False))
-        j = j.mutate(_missing=~j._with_effect & ~j._pending)
-        hours = j.group_by("hour").aggregate(
-            # counts, not sums: DuckDB sums booleans as HUGEINT, which Arrow gives as a decimal
-            hour_processed=j.count(), hour_with_effect=j.count(where=j._with_effect),
-            hour_missing=j.count(where=j._missing))
-        hours = hours.filter(hours.hour_missing > 0).rename(_hour="hour")
-        missing = j.filter(j._missing)
-        missing = missing.join(hours, missing.hour == hours._hour).select(
+            missing = without.anti_join(entries, without.message_id == entries._entry)
+        ranked = missing.mutate(_rank=ibis.row_number().over(
+            group_by="message_id", order_by=[missing.timestamp, missing.topic, missing.partition, missing.offset]))
+        first = ranked.filter(ranked._rank == 0).drop("_rank")
+        hours = first.select(_hour=first.hour).distinct()
+        seen = r.semi_join(hours, r.hour == hours._hour)
+        processed = seen.group_by("hour").aggregate(hour_processed=seen.message_id.nunique())
+        no_row = without.group_by("hour").aggregate(_no_row=without.message_id.nunique())
+        lost = missing.group_by("hour").aggregate(hour_missing=missing.message_id.nunique())
+        counts = processed.join(no_row, "hour").join(lost, "hour")
+        counts = counts.select(_h=counts.hour, hour_processed=counts.hour_processed,
+                               hour_with_effect=counts.hour_processed - counts._no_row,
+                               hour_missing=counts.hour_missing)
+        found = first.join(counts, first.hour == counts._h).select(
             "message_id", "topic", "partition", "offset", "timestamp", "hour", "hour_processed", "hour_with_effect",
             "hour_missing")
-        yield Hit("EO503", name, sink.name, missing)
+        yield Hit("EO503", name, sink.name, found)
