@@ -12,9 +12,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from eoctl.config.model import Config, DuckDBStore, EndpointConfig, TopicInput
+from eoctl.config.model import Config, DuckDBStore, EndpointConfig, MySQLStore, TopicInput
 from eoctl.errors import EoctlError
 
+
+
+#: how the DuckDB engine reads a server's tables in bulk, and the package that does it
+_BULK_READER = {"postgres": "ADBC", "mysql": "connectorx"}
+_BULK_PACKAGE = {"postgres": "adbc-driver-postgresql", "mysql": "connectorx"}
 
 class Status(str, Enum):
     OK = "ok"
@@ -251,11 +256,11 @@ class _Doctor:
                 continue
             if self.duck is not None and expected.get(name):
                 table = expected[name][0][0]
-                how = "its snapshot" if isinstance(store, DuckDBStore) else "it through ADBC"
+                how = "its snapshot" if isinstance(store, DuckDBStore) else f"it through {_BULK_READER[store.type]}"
                 self.attempt(component, f"the DuckDB engine reads {how}",
                              lambda store=store, table=table: self._read(store, table),
                              "check that eoctl's temporary folder ($EOCTL_TMPDIR) is writable" if isinstance(
-                                 store, DuckDBStore) else "check the server and the adbc-driver-postgresql package")
+                                 store, DuckDBStore) else f"check the server and the {_BULK_PACKAGE[store.type]} package")
             if self.spark is not None and expected.get(name):
                 table = expected[name][0][0]
                 if isinstance(store, DuckDBStore):
@@ -337,11 +342,12 @@ class _Doctor:
 
     def _read(self, store, table: str) -> str:
         from eoctl.engine.spark.stores import read_store_table
-        from eoctl.stores.snapshots import duckdb_snapshot, postgres_snapshot
+        from eoctl.stores.snapshots import duckdb_snapshot, mysql_snapshot, postgres_snapshot
 
         if self.duck is not None:
-            (duckdb_snapshot if isinstance(store, DuckDBStore) else postgres_snapshot)(store, table)
-            return f"{table} copied" + ("" if isinstance(store, DuckDBStore) else " through ADBC")
+            copy = {DuckDBStore: duckdb_snapshot, MySQLStore: mysql_snapshot}.get(type(store), postgres_snapshot)
+            copy(store, table)
+            return f"{table} copied" + ("" if isinstance(store, DuckDBStore) else f" through {_BULK_READER[store.type]}")
         read_store_table(self.spark, store, table).schema
         return f"{table} schema read" + ("" if isinstance(store, DuckDBStore) else " through JDBC")
 

@@ -1,4 +1,5 @@
-"""Session fixtures: one SparkSession, one Kafka broker, one PostgreSQL server, started on demand.
+"""Session fixtures: one SparkSession, one Kafka broker, one PostgreSQL server, one
+MariaDB server, started on demand.
 
 Servers start only when a test asks for them. A server that cannot start fails the test under
 CI=true and skips it loudly elsewhere (tests/helpers/servers.py).
@@ -99,6 +100,20 @@ def kafka() -> Iterator:
         unavailable("Kafka broker", str(exc))
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator:
+    """A MariaDB server (MySQL's protocol and SQL) for the MySQL store's tests."""
+    from tests.helpers.mariadb import MariaDBServer
+
+    server = MariaDBServer()
+    try:
+        server.start()
+    except Exception as exc:
+        unavailable("MariaDB", str(exc))
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

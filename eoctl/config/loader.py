@@ -62,7 +62,7 @@ def _format_location(loc: tuple[Any, ...]) -> str:
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif item in ("duckdb", "postgres") and parts:  # discriminated-union tags are not keys
+        elif item in ("duckdb", "postgres", "mysql") and parts:  # discriminated-union tags are not keys
             continue
         else:
             parts.append(("." if parts else "") + str(item))
@@ -94,9 +94,9 @@ def _describe(error: Any) -> str:
     if kind == "missing":
         return f"{loc}: required key is missing"
     if kind == "union_tag_invalid":
-        return f"{loc}: 'type' must be 'duckdb' or 'postgres'"
+        return f"{loc}: 'type' must be 'duckdb', 'postgres' or 'mysql'"
     if kind == "union_tag_not_found":
-        return f"{loc}: 'type' is required ('duckdb' or 'postgres')"
+        return f"{loc}: 'type' is required ('duckdb', 'postgres' or 'mysql')"
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     got = error.get("input")

@@ -94,6 +94,8 @@ class EngineConfig(Strict):
         None, description="Spark version of the Kafka connector to load; default: installed pyspark's"
     )
     postgres_jdbc_version: str = "42.7.14"
+    mysql_jdbc_version: str = Field("9.5.0", description="MySQL Connector/J (com.mysql:mysql-connector-j), for "
+                                                         "MySQL and MariaDB stores")
     duckdb_jdbc_version: str = "2.0.0.1"
     packages: list[str] = Field(default_factory=list, description="extra Maven coordinates")
     scratch_dir: str | None = Field(
@@ -164,7 +166,26 @@ class PostgresStore(Strict):
     options: dict[str, str] = Field(default_factory=dict, description="extra libpq/JDBC parameters")
 
 
-Store = Annotated[Union[DuckDBStore, PostgresStore], Field(discriminator="type")]
+class MySQLStore(Strict):
+    """A MySQL or MariaDB database (MySQL's schema is its database)."""
+
+    type: Literal["mysql"]
+    host: str = "127.0.0.1"
+    port: int = Field(3306, gt=0, lt=65536)
+    database: str
+    user: str
+    password: SecretStr | None = None
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra connection parameters: PyMySQL's connect() keywords (e.g. ssl_ca, connect_timeout) "
+                    "and, for Spark, JDBC URL properties (e.g. sslMode)")
+
+    @property
+    def schema_name(self) -> str:
+        return self.database
+
+
+Store = Annotated[Union[DuckDBStore, PostgresStore, MySQLStore], Field(discriminator="type")]
 
 
 # ------------------------------------------------------------------------------- protocol
@@ -493,6 +514,9 @@ class Config(Strict):
             raise ValueError(f"ops.store names {self.ops.store!r}, which is not a [stores.*] entry")
         if self.history.store is not None and self.history.store not in self.stores:
             raise ValueError(f"history.store names {self.history.store!r}, which is not a [stores.*] entry")
+        if self.history.store is not None and self.stores[self.history.store].type == "mysql":
+            raise ValueError(f"history.store names {self.history.store!r}, a MySQL store: the findings history "
+                             "lives in a DuckDB file (the default) or PostgreSQL")
         for name, ep in self.endpoints.items():
             where = f"endpoints.{name}"
             if ep.input and ep.input.kafka and ep.input.kafka not in self.kafka:

@@ -8,7 +8,7 @@ STARTER = '''\
 
 # --- Where each endpoint keeps its tokens, outbox and intents -------------------------------------
 # [stores.main]
-# type = "postgres"              # or "duckdb" (then: path = "state.duckdb")
+# type = "postgres"              # or "mysql" (port 3306, no schema), or "duckdb" (then: path = "state.duckdb")
 # host = "db.internal"
 # port = 5432
 # database = "orders"

@@ -44,7 +44,7 @@ def _ensure_tables(db: Db) -> None:
                "holder_host varchar not null, holder_pid bigint not null, acquired_at timestamptz not null, "
                "renewed_at timestamptz not null)")
     db.execute(f"create table if not exists {db.table(RUNS)} (run_id varchar primary key, command varchar not null, "
-               "started_at timestamptz not null, finished_at timestamptz, status varchar not null, summary varchar)")
+               "started_at timestamptz not null, finished_at timestamptz, status varchar not null, summary text)")
 
 
 @dataclass

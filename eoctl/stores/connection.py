@@ -11,20 +11,51 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from eoctl.config.model import Config, DuckDBStore, PostgresStore
+from eoctl.config.model import Config, DuckDBStore, MySQLStore, PostgresStore
 from eoctl.errors import SourceError, UsageError
 from eoctl.logs import get as get_logger
 
 _log = get_logger("stores")
 
-StoreConfig = DuckDBStore | PostgresStore
+StoreConfig = DuckDBStore | PostgresStore | MySQLStore
+
+#: every eoctl session on MySQL or MariaDB: identifiers in double quotes and `||` as standard SQL has
+#: them (eoctl's SQL is written once for every store), UTC for TIMESTAMP columns and NOW()
+MYSQL_SESSION = ("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT'), "
+                 "time_zone = '+00:00'")
 T = TypeVar("T")
 
 
 def describe(store: StoreConfig) -> str:
     if isinstance(store, DuckDBStore):
         return f"DuckDB file {store.path}"
+    if isinstance(store, MySQLStore):
+        return f"MySQL {store.user}@{store.host}:{store.port}/{store.database}"
     return f"PostgreSQL {store.user}@{store.host}:{store.port}/{store.database}"
+
+
+def dialect_of(store: StoreConfig) -> str:
+    """duckdb | postgres | mysql: the SQL a store's own connection speaks."""
+    return store.type
+
+
+def mysql_params(store: MySQLStore) -> dict[str, Any]:
+    """PyMySQL's connect() keywords for `store`. PyMySQL: pure Python, so it installs wherever eoctl
+    does (mysqlclient needs the C client library and headers); it answers the small questions and
+    makes the guarded writes, while bulk reads go through connectorx (stores.snapshots)."""
+    from pymysql.constants import CLIENT
+
+    params: dict[str, Any] = {
+        "host": store.host, "port": store.port, "user": store.user, "database": store.database,
+        "connect_timeout": 10, "charset": "utf8mb4", "init_command": MYSQL_SESSION,
+        # an UPDATE reports the rows it matched, as PostgreSQL and DuckDB do, not only those it changed
+        "client_flag": CLIENT.FOUND_ROWS,
+    }
+    if store.password is not None:
+        params["password"] = store.password.get_secret_value()
+    for key, value in store.options.items():
+        params[key] = int(value) if value.isdigit() else value
+    return params
 
 
 def connection_key(store: StoreConfig) -> tuple:
@@ -35,6 +66,9 @@ def connection_key(store: StoreConfig) -> tuple:
         from pathlib import Path
 
         return ("duckdb", str(Path(store.path).resolve()))
+    if isinstance(store, MySQLStore):
+        return ("mysql", store.host, store.port, store.database, store.user,
+                store.password.get_secret_value() if store.password else None, tuple(sorted(store.options.items())))
     return ("postgres", tuple(sorted((k, str(v)) for k, v in postgres_conninfo(store).items())))
 
 
@@ -125,6 +159,13 @@ def connect(store: StoreConfig, *, read_only: bool = True) -> Iterator[Any]:
     if isinstance(store, DuckDBStore):
         _must_exist(store)
         conn = _open_duckdb(store, read_only)
+    elif isinstance(store, MySQLStore):
+        import pymysql
+
+        try:
+            conn = pymysql.connect(**mysql_params(store))
+        except pymysql.MySQLError as exc:
+            raise SourceError(f"{describe(store)} is not reachable: {_mysql_reason(exc)}") from None
     else:
         import psycopg
 
@@ -137,6 +178,50 @@ def connect(store: StoreConfig, *, read_only: bool = True) -> Iterator[Any]:
         yield conn
     finally:
         conn.close()
+
+
+def _mysql_reason(exc: BaseException) -> str:
+    """A PyMySQL error as one line without secrets: (code, message) -> message."""
+    from eoctl.secrets import mask_text
+
+    args = getattr(exc, "args", ())
+    text = str(args[1]) if len(args) >= 2 else str(exc)
+    return mask_text(text.strip().splitlines()[0][:300]) if text.strip() else type(exc).__name__
+
+
+def mysql_sql(sql: str) -> str:
+    """eoctl's SQL as MySQL takes it: a CAST to text is to CHAR (MySQL has no CAST AS VARCHAR), a
+    VARCHAR column has a length, and TIMESTAMPTZ is DATETIME(6) (UTC, as every session runs in)."""
+    import re
+
+    sql = re.sub(r"\bas varchar\)", "as char)", sql, flags=re.IGNORECASE)
+    sql = re.sub(r"\bvarchar\b(?!\s*\()", "varchar(255)", sql, flags=re.IGNORECASE)
+    return re.sub(r"\btimestamptz\b", "datetime(6)", sql, flags=re.IGNORECASE)
+
+
+def mysql_params_of(params: Any) -> list[Any]:
+    """Query parameters as MySQL takes them: an aware time as its UTC wall time (DATETIME has no
+    zone; every session runs in UTC)."""
+    import datetime as dt
+
+    return [p.astimezone(dt.timezone.utc).replace(tzinfo=None) if isinstance(p, dt.datetime) and p.tzinfo else p
+            for p in params]
+
+
+def query(conn: Any, store: StoreConfig, sql: str, params: Any = ()) -> list[tuple]:
+    """Rows of `sql` (`%s` placeholders) on a connection of `store`, in its dialect."""
+    if isinstance(store, DuckDBStore):
+        cur = conn.execute(sql.replace("%s", "?"), list(params))
+        return cur.fetchall() if cur.description else []
+    if isinstance(store, MySQLStore):
+        sql, params = mysql_sql(sql), mysql_params_of(params)
+    with conn.cursor() as cur:
+        cur.execute(sql, tuple(params))
+        return list(cur.fetchall()) if cur.description else []
+
+
+#: the modules whose errors are a store's answer (a missing table, a wrong type), not a bug
+DRIVER_MODULES = ("duckdb", "_duckdb", "psycopg", "pymysql")
 
 
 def schema_columns(conn: Any, store: StoreConfig, table: str | None = None,
@@ -153,12 +238,7 @@ def schema_columns(conn: Any, store: StoreConfig, table: str | None = None,
         sql += " and table_catalog = %s"
         params.append(catalog)
     sql += " order by table_name, ordinal_position"
-    if isinstance(store, DuckDBStore):
-        rows = conn.execute(sql.replace("%s", "?"), params).fetchall()
-    else:
-        with conn.cursor() as cur:
-            cur.execute(sql, params)
-            rows = cur.fetchall()
+    rows = query(conn, store, sql, params)
     out: dict[str, list[str]] = {}
     for name, column in rows:
         out.setdefault(name, []).append(column)
@@ -174,11 +254,11 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def qualified(store: DuckDBStore | PostgresStore, table: str) -> str:
+def qualified(store: StoreConfig, table: str) -> str:
     return f"{quote_ident(store.schema_name)}.{quote_ident(table)}"
 
 
-def store_named(config: Config, name: str) -> DuckDBStore | PostgresStore:
+def store_named(config: Config, name: str) -> StoreConfig:
     try:
         return config.stores[name]
     except KeyError:

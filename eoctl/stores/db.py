@@ -1,8 +1,10 @@
-"""Short, guarded writes to a store (DuckDB or PostgreSQL) for the commands that change things.
+"""Short, guarded writes to a store (DuckDB, PostgreSQL, MySQL or MariaDB) for the commands that
+change things.
 
 One `Db` is one short-lived connection: DuckDB lets a single process write a file at a time, so
 gc opens the file for one batch and closes it, and the pipeline is never locked out for long.
-SQL is written with `%s` placeholders (psycopg's) and translated for DuckDB.
+SQL is written once, with `%s` placeholders (psycopg's and PyMySQL's), and translated for DuckDB
+(`?`) and MySQL (stores.connection.mysql_sql; its sessions take double-quoted identifiers).
 """
 
 from __future__ import annotations
@@ -11,12 +13,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from eoctl.config.model import DuckDBStore, PostgresStore
+from eoctl.config.model import DuckDBStore, MySQLStore
 from eoctl.errors import SourceError
-from eoctl.stores.connection import qualified, quote_ident
-from eoctl.stores.connection import connect, describe, table_columns
-
-StoreConfig = DuckDBStore | PostgresStore
+from eoctl.stores.connection import StoreConfig, qualified, quote_ident
+from eoctl.stores.connection import connect, describe, mysql_params_of, mysql_sql, query, table_columns
 
 
 class Db:
@@ -24,22 +24,20 @@ class Db:
         self.store = store
         self.conn = conn
         self.duckdb = isinstance(store, DuckDBStore)
+        self.mysql = isinstance(store, MySQLStore)
 
     def table(self, name: str) -> str:
         return qualified(self.store, name)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        if self.duckdb:
-            cur = self.conn.execute(sql.replace("%s", "?"), list(params))
-            return cur.fetchall() if cur.description else []
-        with self.conn.cursor() as cur:
-            cur.execute(sql, tuple(params))
-            return cur.fetchall() if cur.description else []
+        return query(self.conn, self.store, sql, params)
 
     def rowcount(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Execute a write and return how many rows it touched."""
         if self.duckdb:
             return int(self.conn.execute(sql.replace("%s", "?"), list(params)).fetchone()[0])
+        if self.mysql:
+            sql, params = mysql_sql(sql), mysql_params_of(params)
         with self.conn.cursor() as cur:
             cur.execute(sql, tuple(params))
             return cur.rowcount
@@ -55,6 +53,14 @@ class Db:
                 self.conn.execute("rollback")
                 raise
             self.conn.execute("commit")
+        elif self.mysql:  # InnoDB: the rows a statement writes or locks stay locked until the commit
+            self.conn.begin()
+            try:
+                yield self
+            except BaseException:
+                self.conn.rollback()
+                raise
+            self.conn.commit()
         else:
             with self.conn.transaction():
                 yield self
@@ -70,9 +76,12 @@ class Db:
         if cols is None:
             raise SourceError(f"table {source} does not exist in {describe(self.store)} (schema {self.store.schema_name})")
         if self.columns(copy) is None:
-            extras = ", ".join(f"cast(null as {t}) as {quote_ident(n)}" for n, t in extra)
-            self.execute(f"create table if not exists {self.table(copy)} as "
-                         f"select *, {extras} from {self.table(source)} where 1 = 0")
+            # the copy's extra columns are added one by one: MySQL's CREATE TABLE AS gives a
+            # `cast(null as ...)` column no room for a value
+            self.execute(f"create table if not exists {self.table(copy)} as select * from {self.table(source)} "
+                         "where 1 = 0")
+            for name, sql_type in extra:
+                self.execute(f"alter table {self.table(copy)} add column {quote_ident(name)} {sql_type}")
         return cols
 
 
@@ -81,8 +90,10 @@ def open_db(store: StoreConfig, read_only: bool = False) -> Iterator[Db]:
     """A connection (read-write unless `read_only`); for DuckDB, waits (bounded) while another
     process holds the file, and never creates a missing one (see stores.connection.connect)."""
     with connect(store, read_only=read_only) as conn:
-        if not isinstance(store, DuckDBStore):
-            conn.autocommit = True  # transactions are explicit (Db.tx)
+        if isinstance(store, MySQLStore):
+            conn.autocommit(True)  # transactions are explicit (Db.tx)
+        elif not isinstance(store, DuckDBStore):
+            conn.autocommit = True
         yield Db(store, conn)
 
 

@@ -73,16 +73,17 @@ class EndpointTable:
     def keeps_sent(self) -> bool:
         return self.sent_column is not None
 
-    def sent(self, alias: str = "", text_type: str = "varchar") -> str:
-        """The SQL condition of a sent row (never NULL); `text_type`: the dialect's text type."""
+    def sent(self, alias: str = "", dialect: str | None = None) -> str:
+        """The SQL condition of a sent row (never NULL), in `dialect` (default: the store's own;
+        the DuckDB engine reads a copy of any store)."""
         assert self.sent_column is not None
         return sent_condition((f"{alias}." if alias else "") + quote_ident(self.sent_column), self.sent_values,
-                              text_type)
+                              dialect or self.store.type)
 
-    def pending(self, alias: str = "", text_type: str = "varchar") -> str:
+    def pending(self, alias: str = "", dialect: str | None = None) -> str:
         """` and not <sent>`: the SQL condition that keeps pending rows (empty for an outbox whose
         rows are all pending), appended to a WHERE clause."""
-        return f" and not {self.sent(alias, text_type)}" if self.keeps_sent else ""
+        return f" and not {self.sent(alias, dialect)}" if self.keeps_sent else ""
 
     @property
     def owner_canonical(self) -> str:
@@ -109,12 +110,15 @@ class Disagreement(str):
     configured column it lacks): a configuration problem, not an unreachable source."""
 
 
-def sent_condition(column_sql: str, values: tuple[str, ...] | None, text_type: str = "varchar") -> str:
+def sent_condition(column_sql: str, values: tuple[str, ...] | None, dialect: str = "duckdb") -> str:
     """SQL true for a sent row, never NULL: `column_sql` holds one of `values` (compared as text), or,
     without values, is set and not false (a flag, a sent-at time, a dispatch id). Values are the
-    configuration's, quoted as SQL literals."""
+    configuration's, quoted as SQL literals. On MySQL a BIT(1) flag reads as text as the byte 0 or
+    1 (NServiceBus's `Dispatched bit`): the byte 0 is false too."""
+    text_type = "char" if dialect == "mysql" else "varchar"
     if values is None:
-        return f"({column_sql} is not null and cast({column_sql} as {text_type}) not in ('false', '0'))"
+        falses = "'false', '0', char(0)" if dialect == "mysql" else "'false', '0'"
+        return f"({column_sql} is not null and cast({column_sql} as {text_type}) not in ({falses}))"
     listed = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
     return f"({column_sql} is not null and cast({column_sql} as {text_type}) in ({listed}))"
 
@@ -161,17 +165,14 @@ def owner_census(conn: Any, store: StoreConfig, table: str, column: str, names: 
     query per name (the endpoint's rows are usually found at once); the count only when one is
     absent. `catalog`: the name a DuckDB store's file is attached as on `conn`."""
     from eoctl.config.model import DuckDBStore
-    from eoctl.stores.connection import qualified
+    from eoctl.stores.connection import DRIVER_MODULES, qualified
+    from eoctl.stores.connection import query as run_query
 
     source = (quote_ident(catalog) + "." if catalog else "") + qualified(store, table)
     col = quote_ident(column)
 
     def query(sql: str, params: list[Any]) -> list[tuple]:
-        if isinstance(store, DuckDBStore):
-            return conn.execute(sql.replace("%s", "?"), params).fetchall()
-        with conn.cursor() as cur:
-            cur.execute(sql, params)
-            return cur.fetchall()
+        return run_query(conn, store, sql, params)
 
     try:
         absent = {n for n in names if not query(f"select 1 from {source} where {col} = %s limit 1", [n])}
@@ -180,7 +181,7 @@ def owner_census(conn: Any, store: StoreConfig, table: str, column: str, names: 
         rows = query(f"select cast({col} as varchar) as name, count(*) as n from {source} where {col} is not null "
                      f"group by 1 order by 2 desc, 1 limit {NAMES_SHOWN + len(names)}", [])
     except Exception as exc:
-        if not type(exc).__module__.startswith(("duckdb", "_duckdb", "psycopg")):
+        if not type(exc).__module__.startswith(DRIVER_MODULES):
             raise
         if not isinstance(store, DuckDBStore):
             conn.rollback()  # the connection stays usable for the next question

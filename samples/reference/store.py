@@ -65,6 +65,16 @@ class Store:
             import psycopg
 
             return cls(kind, psycopg.connect(target, autocommit=True))
+        if kind == "mysql":  # target: mysql://user:password@host:port (a database per endpoint)
+            from urllib.parse import unquote, urlsplit
+
+            import pymysql
+
+            url = urlsplit(target)
+            return cls(kind, pymysql.connect(host=url.hostname, port=url.port, user=unquote(url.username or ""),
+                                             password=unquote(url.password or ""), autocommit=True,
+                                             init_command="SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, "
+                                                          "',ANSI_QUOTES'), time_zone = '+00:00'"))
         raise ValueError(f"unknown store kind {kind!r}")
 
     def close(self) -> None:
@@ -73,9 +83,12 @@ class Store:
     def q(self, sql: str, params: tuple | list = ()) -> list[tuple]:
         if self.kind == "duckdb":
             cur = self.conn.execute(sql.replace("%s", "?"), list(params))
+        elif self.kind == "mysql":
+            cur = self.conn.cursor()
+            cur.execute(sql, tuple(params) or None)
         else:
             cur = self.conn.execute(sql, params)
-        return cur.fetchall() if cur.description else []
+        return list(cur.fetchall()) if cur.description else []
 
     @contextmanager
     def tx(self) -> Iterator[Store]:

@@ -126,7 +126,7 @@ def test_the_engine_is_chosen_flag_over_env_over_file_and_a_master_means_spark(t
     [
         ('[engine]\nmastr = "x"\n', "unknown key 'engine.mastr'"),
         ("[stores.s]\ntype = \"postgres\"\ndatabase = \"d\"\nuser = \"u\"\nport = \"five\"\n", "stores.s.port: "),
-        ('[stores.s]\ntype = "oracle"\n', "stores.s: 'type' must be 'duckdb' or 'postgres'"),
+        ('[stores.s]\ntype = "oracle"\n', "stores.s: 'type' must be 'duckdb', 'postgres' or 'mysql'"),
         ('[endpoints.e.input]\ntopics = ["t"]\n', "set exactly one of 'kafka'"),
         ('[endpoints.e.input]\ntopics = ["t"]\nkafka = "nope"\ngroup = "g"\n', "'nope', which is not a [kafka.*]"),
         ('[endpoints.e]\nstore = "missing"\n', "uses store 'missing'"),

@@ -1,6 +1,7 @@
 """gc on the chaos pipeline: exactly the injected garbage tokens and blobs are collected, a second
 run changes nothing, and --restore puts the state back byte for byte (DuckDB archive on the Spark
-engine, PostgreSQL live on the DuckDB engine; the parity tests hold the engines' plans equal)."""
+engine, PostgreSQL live and the recorded state in MySQL on the DuckDB engine; the parity tests hold
+the engines' plans equal)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,15 @@ from tests.helpers.configs import on_engine
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(params=["recorded-duckdb", "live-postgres"])
+@pytest.fixture(params=["recorded-duckdb", "live-postgres", "recorded-mysql"])
 def chaos(request, tmp_path: Path) -> ChaosRun:
     if request.param == "recorded-duckdb":
         return recorded_copy(tmp_path)
+    if request.param == "recorded-mysql":
+        from tests.helpers.mysql_state import mysql_copy
+
+        run = mysql_copy(recorded_copy(tmp_path), request.getfixturevalue("mariadb"))
+        return replace(run, config=on_engine(run.config, "duckdb"))
     run = live_run("postgres", tmp_path, request.getfixturevalue("kafka"), request.getfixturevalue("postgres"))
     return replace(run, config=on_engine(run.config, "duckdb"))
 

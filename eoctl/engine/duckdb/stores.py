@@ -53,7 +53,7 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
                     cols.append(f"CAST({ident(t.col(canonical))} AS {sql_type}) AS {ident(canonical)}")
             where = f" AND {ident(t.owner_column)} = {repr_sql(t.owner)}" if t.owner_column else ""
             if t.keeps_sent:
-                where += f" AND {t.sent()}" if view == "outbox_sent" else t.pending()
+                where += f" AND {t.sent(dialect='duckdb')}" if view == "outbox_sent" else t.pending(dialect="duckdb")
             selects.append(f"SELECT {', '.join(cols)} FROM {source} WHERE true{where}")
         if not selects:
             selects = ["SELECT " + ", ".join(f"CAST(NULL AS {v}) AS {ident(c)}" for c, v in types.items())
@@ -106,12 +106,12 @@ def _snapshot(con: duckdb.DuckDBPyConnection, copies: dict[tuple[str, str], str]
     """The source (SQL) of a copy of a store table, made once per run (`copies`): a DuckDB store's
     table copied into a temporary table of the run's database through a read-only ATTACH held
     for that one statement (as the Spark engine's Parquet snapshot holds it, without writing and
-    reading Parquet: 0.13 s against 0.39 s for 1M tokens); a PostgreSQL table read in one streamed
-    query into Parquet (eoctl.stores.snapshots). A table several endpoints share is read once.
+    reading Parquet: 0.13 s against 0.39 s for 1M tokens); a PostgreSQL or MySQL table read in one
+    streamed query into Parquet (eoctl.stores.snapshots). A table several endpoints share is read once.
     `wait`: wait for a DuckDB store another process holds (else a SourceError at once)."""
-    from eoctl.config.model import DuckDBStore
+    from eoctl.config.model import DuckDBStore, MySQLStore
     from eoctl.stores.connection import describe
-    from eoctl.stores.snapshots import postgres_snapshot
+    from eoctl.stores.snapshots import mysql_snapshot, postgres_snapshot
 
     key = (describe(store) + f"/{store.schema_name}", table)
     if key not in copies:
@@ -120,7 +120,8 @@ def _snapshot(con: duckdb.DuckDBPyConnection, copies: dict[tuple[str, str], str]
             _copy_from_duckdb_store(con, store, table, name, wait)
             copies[key] = ident(name)
         else:
-            copies[key] = f"read_parquet({repr_sql(postgres_snapshot(store, table))})"
+            snapshot = mysql_snapshot if isinstance(store, MySQLStore) else postgres_snapshot
+            copies[key] = f"read_parquet({repr_sql(snapshot(store, table))})"
     return copies[key]
 
 

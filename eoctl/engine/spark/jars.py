@@ -69,6 +69,7 @@ def runtime_coordinates(engine: EngineConfig) -> list[Coordinate]:
     coords = [
         Coordinate("org.apache.spark", f"spark-sql-kafka-0-10_{SCALA_BINARY}", spark),
         Coordinate("org.postgresql", "postgresql", engine.postgres_jdbc_version),
+        Coordinate("com.mysql", "mysql-connector-j", engine.mysql_jdbc_version),
         Coordinate("org.duckdb", "duckdb_jdbc", engine.duckdb_jdbc_version),
     ]
     for extra in engine.packages:

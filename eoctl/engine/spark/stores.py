@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from eoctl.config.model import Config, DuckDBStore, PostgresStore, SinkConfig, TableSource
+from eoctl.config.model import Config, DuckDBStore, MySQLStore, PostgresStore, SinkConfig, TableSource
 from eoctl.errors import SourceError
 from eoctl.expr.blobs import prefix_path
-from eoctl.stores.connection import describe, qualified, quote_ident, store_named
+from eoctl.stores.connection import describe, quote_ident, store_named
 from eoctl.stores.layout import EndpointTable, StoreLayout
 from eoctl.stores.snapshots import duckdb_snapshot
 
@@ -25,8 +25,25 @@ if TYPE_CHECKING:
 _FILE_DEFAULTS = {"csv": {"header": "true", "inferSchema": "true"}}
 
 
-def jdbc_options(store: PostgresStore) -> dict[str, str]:
+#: Connector/J's properties for every eoctl read: times as UTC (DATETIME holds UTC wall times, as
+#: eoctl's sessions write them), rows streamed a fetch at a time (else the driver holds the table),
+#: TINYINT(1) and BIT(1) as booleans
+_MYSQL_JDBC = {"connectionTimeZone": "UTC", "forceConnectionTimeZoneToSession": "true", "useCursorFetch": "true",
+               "tinyInt1isBit": "true", "zeroDateTimeBehavior": "CONVERT_TO_NULL"}
+
+
+def jdbc_options(store: PostgresStore | MySQLStore) -> dict[str, str]:
     """Spark JDBC url, driver and connection properties of a store (secrets included; never log)."""
+    if isinstance(store, MySQLStore):
+        from urllib.parse import urlencode
+
+        # Spark's MySQL dialect (backquoted names, its types) knows jdbc:mysql URLs, MariaDB too
+        opts = {"url": f"jdbc:mysql://{store.host}:{store.port}/{store.database}?"
+                       + urlencode({**_MYSQL_JDBC, **store.options}),
+                "driver": "com.mysql.cj.jdbc.Driver", "user": store.user, "fetchsize": "10000"}
+        if store.password is not None:
+            opts["password"] = store.password.get_secret_value()
+        return opts
     opts = {
         "url": f"jdbc:postgresql://{store.host}:{store.port}/{store.database}",
         "driver": "org.postgresql.Driver",
@@ -42,25 +59,27 @@ def jdbc_options(store: PostgresStore) -> dict[str, str]:
 
 def read_store_table(
     spark: SparkSession,
-    store: DuckDBStore | PostgresStore,
+    store: DuckDBStore | PostgresStore | MySQLStore,
     table: str,
     *,
     partition_column: str | None = None,
     num_partitions: int = 8,
 ) -> DataFrame:
-    """A store table: PostgreSQL through Spark JDBC, partitioned by `partition_column` when
-    given; DuckDB through a Parquet snapshot (see duckdb_snapshot), which Spark splits by itself,
-    so the partitioning arguments apply to PostgreSQL only."""
+    """A store table: PostgreSQL and MySQL through Spark JDBC, partitioned by `partition_column`
+    when given; DuckDB through a Parquet snapshot (see duckdb_snapshot), which Spark splits by
+    itself, so the partitioning arguments apply to the servers only."""
     from pyspark.sql.utils import AnalysisException
 
     if isinstance(store, DuckDBStore):
         return spark.read.parquet(duckdb_snapshot(store, table))
     opts = jdbc_options(store)
-    name = qualified(store, table)
+    # Spark's own statements on MySQL keep the server's sql_mode: names in backquotes there
+    quote = (lambda n: "`" + n.replace("`", "``") + "`") if isinstance(store, MySQLStore) else quote_ident
+    name = f"{quote(store.schema_name)}.{quote(table)}"
     try:
         if partition_column is None:
             return spark.read.format("jdbc").options(**opts).option("dbtable", name).load()
-        col = quote_ident(partition_column)
+        col = quote(partition_column)
         bounds = (
             spark.read.format("jdbc")
             .options(**opts)
