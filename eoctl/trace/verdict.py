@@ -16,6 +16,7 @@ VERDICT_OF = {
     "EO402": Verdict.lost,
     "EO403": Verdict.lost,
     "EO202": Verdict.lost,
+    "EO503": Verdict.lost,  # processed, and its effect is in no sink that must hold every message
 }
 
 
