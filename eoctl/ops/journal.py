@@ -39,17 +39,19 @@ def journal_and_delete(t: EndpointTable, key: str, ids: list[str], guard: str, p
         cols = db.ensure_copy_table(t.table, journal, JOURNAL_EXTRA)
         col_list = ", ".join(q(x) for x in cols)
         with db.tx():
-            db.execute(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
-                       f"select {col_list}, %s, %s from {db.table(t.table)} "
-                       f"where {t.q(key)} in {in_list(ids)} and {guard}{owned}",
-                       [run_id, utcnow(), *ids, *params, *owner])
-            journaled = [r[0] for r in db.execute(
-                f"select {t.q(key)} from {db.table(journal)} where eoctl_run_id = %s "
-                f"and {t.q(key)} in {in_list(ids)}{owned}", [run_id, *ids, *owner])]
-            if journaled:
-                db.execute(f"delete from {db.table(t.table)} where {t.q(key)} in {in_list(journaled)}{owned}",
-                           [*journaled, *owner])
-    return set(journaled)
+            # the rows still meeting the guard, locked on a server until the commit (FOR UPDATE:
+            # the pipeline cannot change one between its journaling and its delete); DuckDB has
+            # one writer per file, this transaction
+            locked = [r[0] for r in db.execute(
+                f"select {t.q(key)} from {db.table(t.table)} where {t.q(key)} in {in_list(ids)} and {guard}{owned}"
+                + ("" if db.duckdb else " for update"), [*ids, *params, *owner])]
+            if locked:
+                db.execute(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
+                           f"select {col_list}, %s, %s from {db.table(t.table)} "
+                           f"where {t.q(key)} in {in_list(locked)}{owned}", [run_id, utcnow(), *locked, *owner])
+                db.execute(f"delete from {db.table(t.table)} where {t.q(key)} in {in_list(locked)}{owned}",
+                           [*locked, *owner])
+    return set(locked)
 
 
 def journal_and_delete_intents(it: EndpointTable, kind: str, intent_ids: list[str], refs: list[str],
