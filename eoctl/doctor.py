@@ -366,7 +366,10 @@ class _Doctor:
                 if store is None or (store, table.table) in seen:
                     continue
                 seen.add((store, table.table))
-                out.setdefault(store, []).append((table.table, key, table.columns.model_dump(),
+                columns = table.columns.model_dump()
+                if getattr(table, "sent_column", None):  # an outbox that keeps sent rows needs its column too
+                    columns["sent"] = table.sent_column
+                out.setdefault(store, []).append((table.table, key, columns,
                                                   f"endpoints.{ep_name}.{key}", layout.sharing(store, table.table, key)))
         return out
 

@@ -148,6 +148,8 @@ def test_a_sent_column_the_table_lacks_is_a_configuration_problem(tmp_path: Path
     line = result.stderr.strip().splitlines()[-1]
     assert "has no column 'dispatched_at'" in line and "endpoints.billing.outbox.sent_column" in line
     assert "Traceback" not in result.stderr
+    doctor = run_eoctl("--config", str(chaos.config_path), "--engine", "duckdb", "doctor")
+    assert doctor.code != 0 and "lacks column dispatched_at" in doctor.stdout + doctor.stderr
     # a retention without a sent column is refused as the configuration is read
     chaos.config_path.write_text(chaos.config_path.read_text().replace('sent_column = "dispatched_at"',
                                                                        'retention = "7d"'))
