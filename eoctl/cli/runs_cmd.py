@@ -1,5 +1,5 @@
 """`eoctl runs ...`: the runs of the commands that change things (gc-tokens, gc-blobs,
-replay-outbox, abort-transaction), from the run log in the control store: their ids, for
+gc-outbox, replay-outbox, abort-transaction), from the run log in the control store: their ids, for
 `--restore RUN_ID`, and how each ended."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from eoctl.cli.output import emit_json, example, stderr_console
 
 app = typer.Typer(help="The runs of the commands that change things.", no_args_is_help=True)
 
-COMMANDS = ("gc-tokens", "gc-blobs", "replay-outbox", "abort-transaction")
+COMMANDS = ("gc-tokens", "gc-blobs", "gc-outbox", "replay-outbox", "abort-transaction")
 
 
 @app.command("list", epilog=example("eoctl --config samples/chaos/eoctl.toml runs list --command gc-blobs"))

@@ -407,7 +407,7 @@ class ProtocolConfig(Strict):
 
 
 class OpsConfig(Strict):
-    """Bookkeeping of the commands that change things (gc-tokens, gc-blobs, replay-outbox)."""
+    """Bookkeeping of the commands that change things (gc-tokens, gc-blobs, gc-outbox, replay-outbox)."""
 
     store: str | None = Field(
         None, description="store holding the lease and the run log; default: the first endpoint's store")
