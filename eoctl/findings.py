@@ -210,8 +210,9 @@ CATALOG: dict[str, CodeInfo] = {
                      "trace the ghost messages; where a receiver applied one, compensate that effect by hand; fix the "
                      "sender to dispatch only committed entries",
                      "each ghost's trace shows no effect, or a compensated one", "eoctl trace {message_ids}")),
+        # the table's upkeep, not a message's fate: trace does not run it
         _C("EO303", "outbox", Severity.WARNING, "sent outbox rows kept past their retention",
-           ("endpoint", "incoming_message_id"), ("incoming_message_id",),
+           ("endpoint", "incoming_message_id"),
            summary='sent rows of an outbox that keeps them (`sent_column`), older than its `retention` by `updated_at`',
            not_a_finding='pending rows (EO301), sent rows within the retention, outboxes without `retention`',
            inputs=("sent_outbox",),
