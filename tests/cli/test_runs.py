@@ -45,4 +45,4 @@ def test_runs_list_names_each_changing_run_for_restore(tmp_path: Path) -> None:
     assert tokens["run"]["id"] in text.stderr and "restored" in text.stderr
 
     bad = run_eoctl(*args, "runs", "list", "--command", "audit")
-    assert bad.code == ExitCode.USAGE and "expected one of gc-tokens, gc-blobs, replay-outbox, abort-transaction" in bad.stderr
+    assert bad.code == ExitCode.USAGE and "expected one of gc-tokens, gc-blobs, gc-outbox, replay-outbox, abort-transaction" in bad.stderr
