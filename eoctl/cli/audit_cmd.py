@@ -21,16 +21,14 @@ if TYPE_CHECKING:
 #: --fail-on's choices, from the severities (help lists them)
 FailOn = Enum("FailOn", {s.label: s.label for s in Severity}, type=str)
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-
-
 def parse_duration(text: str, flag: str) -> dt.timedelta:
-    m = _DURATION.match(text.strip().lower())
-    if not m:
+    from eoctl.config.model import DURATION_PATTERN, duration_of
+
+    value = text.strip().lower()
+    if not re.fullmatch(DURATION_PATTERN, value):
         raise UsageError(f"{flag} {text!r}: expected a duration like 90s, 15m, 24h or 7d")
     try:
-        return dt.timedelta(seconds=float(m.group(1)) * _UNIT[m.group(2)])
+        return duration_of(value)
     except OverflowError:  # past timedelta's 999,999,999 days
         raise UsageError(f"{flag} {text!r}: too long (at most 999999999d)") from None
 

@@ -237,12 +237,13 @@ class TokensTable(Strict):
     columns: TokenColumns = TokenColumns()
 
 
-_DURATION = r"\d+(\.\d+)?[smhd]?"
+#: a duration as the configuration and the flags take it: 90s, 15m, 24h, 7d (a bare number is seconds)
+DURATION_PATTERN = r"\d+(\.\d+)?[smhd]?"
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def duration_of(text: str) -> Any:
-    """A validated duration string (90s, 15m, 24h, 7d; a bare number is seconds) as a timedelta."""
+    """A duration string DURATION_PATTERN matches (lower case) as a timedelta."""
     import datetime as dt
 
     unit = text[-1] if text[-1] in _UNIT_SECONDS else "s"
@@ -272,7 +273,7 @@ class OutboxTable(Strict):
     def _duration(cls, value: str | None) -> str | None:
         import re
 
-        if value is not None and not re.fullmatch(_DURATION, value.strip().lower()):
+        if value is not None and not re.fullmatch(DURATION_PATTERN, value.strip().lower()):
             raise ValueError(f"expected a duration like 90s, 15m, 24h or 7d, got {value!r}")
         return None if value is None else value.strip().lower()
 
@@ -467,7 +468,7 @@ class AuditConfig(Strict):
     def _duration(cls, value: str) -> str:
         import re
 
-        if not re.fullmatch(r"\d+(\.\d+)?[smhd]?", value.strip().lower()):
+        if not re.fullmatch(DURATION_PATTERN, value.strip().lower()):
             raise ValueError(f"expected a duration like 90s, 15m, 24h or 7d, got {value!r}")
         return value.strip().lower()
 

@@ -34,11 +34,6 @@ def describe(store: StoreConfig) -> str:
     return f"PostgreSQL {store.user}@{store.host}:{store.port}/{store.database}"
 
 
-def dialect_of(store: StoreConfig) -> str:
-    """duckdb | postgres | mysql: the SQL a store's own connection speaks."""
-    return store.type
-
-
 def mysql_params(store: MySQLStore) -> dict[str, Any]:
     """PyMySQL's connect() keywords for `store`. PyMySQL: pure Python, so it installs wherever eoctl
     does (mysqlclient needs the C client library and headers); it answers the small questions and
@@ -208,13 +203,21 @@ def mysql_params_of(params: Any) -> list[Any]:
             for p in params]
 
 
+def in_dialect(store: StoreConfig, sql: str, params: Any) -> tuple[str, list[Any]]:
+    """eoctl's SQL (`%s` placeholders) and its parameters as `store`'s connection takes them."""
+    if isinstance(store, DuckDBStore):
+        return sql.replace("%s", "?"), list(params)
+    if isinstance(store, MySQLStore):
+        return mysql_sql(sql), mysql_params_of(params)
+    return sql, list(params)
+
+
 def query(conn: Any, store: StoreConfig, sql: str, params: Any = ()) -> list[tuple]:
     """Rows of `sql` (`%s` placeholders) on a connection of `store`, in its dialect."""
+    sql, params = in_dialect(store, sql, params)
     if isinstance(store, DuckDBStore):
-        cur = conn.execute(sql.replace("%s", "?"), list(params))
+        cur = conn.execute(sql, params)
         return cur.fetchall() if cur.description else []
-    if isinstance(store, MySQLStore):
-        sql, params = mysql_sql(sql), mysql_params_of(params)
     with conn.cursor() as cur:
         cur.execute(sql, tuple(params))
         return list(cur.fetchall()) if cur.description else []
@@ -252,6 +255,12 @@ def table_columns(conn: Any, store: StoreConfig, table: str) -> list[str] | None
 
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def backticked(name: str) -> str:
+    """A MySQL identifier for a session eoctl did not set up (connectorx's, Spark's JDBC reads),
+    whose sql_mode may lack ANSI_QUOTES."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def qualified(store: StoreConfig, table: str) -> str:

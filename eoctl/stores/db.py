@@ -16,7 +16,7 @@ from typing import Any
 from eoctl.config.model import DuckDBStore, MySQLStore
 from eoctl.errors import SourceError
 from eoctl.stores.connection import StoreConfig, qualified, quote_ident
-from eoctl.stores.connection import connect, describe, mysql_params_of, mysql_sql, query, table_columns
+from eoctl.stores.connection import connect, describe, in_dialect, query, table_columns
 
 
 class Db:
@@ -34,10 +34,9 @@ class Db:
 
     def rowcount(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Execute a write and return how many rows it touched."""
+        sql, params = in_dialect(self.store, sql, params)
         if self.duckdb:
-            return int(self.conn.execute(sql.replace("%s", "?"), list(params)).fetchone()[0])
-        if self.mysql:
-            sql, params = mysql_sql(sql), mysql_params_of(params)
+            return int(self.conn.execute(sql, params).fetchone()[0])
         with self.conn.cursor() as cur:
             cur.execute(sql, tuple(params))
             return cur.rowcount
@@ -75,12 +74,16 @@ class Db:
         cols = self.columns(source)
         if cols is None:
             raise SourceError(f"table {source} does not exist in {describe(self.store)} (schema {self.store.schema_name})")
-        if self.columns(copy) is None:
-            # the copy's extra columns are added one by one: MySQL's CREATE TABLE AS gives a
-            # `cast(null as ...)` column no room for a value
+        present = self.columns(copy)
+        if present is None:
             self.execute(f"create table if not exists {self.table(copy)} as select * from {self.table(source)} "
                          "where 1 = 0")
-            for name, sql_type in extra:
+            present = cols
+        # the extra columns one by one (MySQL's CREATE TABLE AS gives a `cast(null as ...)` column no
+        # room for a value), each only if missing: a run killed between these statements (MySQL's DDL
+        # commits each) leaves a copy the next run completes
+        for name, sql_type in extra:
+            if name not in present:
                 self.execute(f"alter table {self.table(copy)} add column {quote_ident(name)} {sql_type}")
         return cols
 

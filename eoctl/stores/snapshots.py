@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from eoctl.config.model import DuckDBStore, MySQLStore, PostgresStore
 from eoctl.errors import SourceError
-from eoctl.stores.connection import describe, qualified, quote_ident
+from eoctl.stores.connection import backticked, describe, qualified, quote_ident
 
 # DuckDB types Spark reads from Parquet as they are; others are written as ones it reads.
 _DUCKDB_SPARK_NATIVE = {
@@ -180,10 +180,9 @@ def mysql_snapshot(store: MySQLStore, table: str) -> str:
     if not cols:
         raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
     # connectorx's own session keeps the server's sql_mode: identifiers in backticks here
-    exprs = [f"{_MYSQL_SPECIAL[t.lower()].format(col=_backticked(c))} as {_backticked(c)}"
-             if t.lower() in _MYSQL_SPECIAL else _backticked(c) if t.lower() in _MYSQL_NATIVE
-             else f"cast({_backticked(c)} as char) as {_backticked(c)}" for c, t in cols]
-    sql = f"select {', '.join(exprs)} from {_backticked(store.database)}.{_backticked(table)}"
+    exprs = _copied_columns([(c, t.lower()) for c, t in cols], _MYSQL_NATIVE.__contains__, _MYSQL_SPECIAL,
+                            "cast({col} as char)", backticked)
+    sql = f"select {', '.join(exprs)} from {backticked(store.database)}.{backticked(table)}"
     target = subdir("mysql") / f"{uuid.uuid4().hex[:12]}-{store.database}.{table}.parquet"
     try:
         reader = connectorx.read_sql(_mysql_uri(store), sql, return_type="arrow_stream", batch_size=65_536)
@@ -198,10 +197,6 @@ def mysql_snapshot(store: MySQLStore, table: str) -> str:
     return str(target)
 
 
-def _backticked(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _mysql_uri(store: MySQLStore) -> str:
     from urllib.parse import quote
 
@@ -211,12 +206,13 @@ def _mysql_uri(store: MySQLStore) -> str:
     return f"mysql://{auth}@{quote(store.host, safe='')}:{store.port}/{quote(store.database, safe='')}"
 
 
-def _copied_columns(cols: list[tuple[str, str]], native, special: dict[str, str], as_text: str) -> list[str]:
+def _copied_columns(cols: list[tuple[str, str]], native, special: dict[str, str], as_text: str,
+                    quote: Callable[[str], str] = quote_ident) -> list[str]:
     """The select list of a table's copy: a column of a `native` type as it is, a `special` type
-    through its expression, any other as text (`as_text`); each keeps its name."""
+    through its expression, any other as text (`as_text`); each keeps its name (`quote`d)."""
     out = []
     for name, dtype in cols:
-        col = quote_ident(name)
+        col = quote(name)
         if dtype in special:
             out.append(f"{special[dtype].format(col=col)} as {col}")
         elif native(dtype):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from eoctl.config.model import Config, DuckDBStore, MySQLStore, PostgresStore, SinkConfig, TableSource
 from eoctl.errors import SourceError
 from eoctl.expr.blobs import prefix_path
-from eoctl.stores.connection import describe, quote_ident, store_named
+from eoctl.stores.connection import backticked, describe, quote_ident, store_named
 from eoctl.stores.layout import EndpointTable, StoreLayout
 from eoctl.stores.snapshots import duckdb_snapshot
 
@@ -74,7 +74,7 @@ def read_store_table(
         return spark.read.parquet(duckdb_snapshot(store, table))
     opts = jdbc_options(store)
     # Spark's own statements on MySQL keep the server's sql_mode: names in backquotes there
-    quote = (lambda n: "`" + n.replace("`", "``") + "`") if isinstance(store, MySQLStore) else quote_ident
+    quote = backticked if isinstance(store, MySQLStore) else quote_ident
     name = f"{quote(store.schema_name)}.{quote(table)}"
     try:
         if partition_column is None:
