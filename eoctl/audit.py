@@ -16,6 +16,7 @@ from eoctl.run_ids import new_run_id
 
 if TYPE_CHECKING:
     from eoctl.engine.run import EngineRun
+    from eoctl.expr.incremental import Continuation
 
 _CODE = re.compile(r"^EO\d{1,3}$")
 
@@ -61,41 +62,91 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], spark: An
         stats = engine.fresh_stats()
         report.run["scan"] = incremental.scan_summary(engine.base, engine.fallback, options.since_last, total,
                                                       sum(row[4] for row in stats), config, keeps)
+        continuation = _continuation(engine, keeps)
         if engine.base is not None:
-            report.run["scan"]["continued"] = []  # every check runs over every record: no state to continue
+            report.run["scan"]["continued"] = sorted(continuation.states)
+            if continuation.drops:
+                report.run["scan"]["note"] = ("retention took indexed records since the last run: EO104 read every "
+                                              "record's sequence numbers again")
         scope = engine.scope
         report.notes = scope.layout.notes(scope.selected, scope.misnamed)
         report.misnamed = [m.to_dict() for m in scope.misnamed]
-        evaluate_checks(report, engine, codes, step)
+        kept = evaluate_checks(report, engine, codes, step, continuation)
         if keeps and not scope.misnamed:  # a run that judged less is never continued
             step("keeping the record index for the next --since-last run")
-            report.index = engine.keep_index(run_id, stats)
+            states = keep_states(engine, continuation, kept)
+            report.index = engine.keep_index(run_id, stats, states)
+            report.run["scan"]["states"] = {n: {"rows": f.rows, "bytes": f.bytes}
+                                            for n, f in (report.index.states or {}).items()}
     finally:
         engine.release()
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     return report
 
 
-def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], step: Callable[[str], None]) -> None:
+def _continuation(engine: EngineRun, keeps: bool) -> Continuation | None:
+    """What the checks read of an incremental audit (eoctl.expr.incremental): continuing from the
+    engine's base, or, for a run that keeps an index without one, every record (its states are
+    built whole). None: neither."""
+    from eoctl.expr.incremental import Continuation
+
+    base = engine.base
+    if base is not None:
+        return Continuation(True, frozenset(base.states or ()), incremental.drops(base, engine.plans))
+    return Continuation(False) if keeps else None
+
+
+def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], step: Callable[[str], None],
+                    continuation: Continuation | None = None) -> set[str]:
     """Run the checks of `codes` (eoctl.expr.catalog) over the engine's views, the tables they share
     computed first; each check with evidence (counted, sampled, the rest kept in a file) becomes a
-    finding of `report`."""
+    finding of `report`. With a `continuation`, each check reads the records of its family
+    (eoctl.expr.incremental), each kept once. The names of the tables kept."""
     from eoctl.expr import compile_sql
     from eoctl.expr.catalog import CHECKS, shared_tables
+    from eoctl.expr.incremental import family_view
     from eoctl.expr.records import records_table
 
     records, dialect = records_table(), engine.dialect
-    for name, expr in shared_tables(codes, engine.scope, records, dialect).items():
+    kept: set[str] = set()
+    if continuation is not None and continuation.continuing:
+        for family in continuation.families(codes):
+            step(f"reading the records the checks need again ({family})")
+            engine.keep(family_view(family), compile_sql(continuation.family(family, engine.scope, dialect), dialect))
+            kept.add(family_view(family))
+    for name, expr in shared_tables(codes, engine.scope, records, dialect, continuation).items():
         engine.keep(name, compile_sql(expr, dialect))
+        kept.add(name)
     for code in codes:
         step(f"{code}: {CATALOG[code].title}")
-        for hit in CHECKS[code](engine.scope, records, dialect):
+        code_records = continuation.records_of(code) if continuation is not None else records
+        for hit in CHECKS[code](engine.scope, code_records, dialect):
             count, rows, path = engine.evaluate(compile_sql(in_evidence_order(code, hit.evidence), dialect),
                                                 f"{report.run['id']}-{code}-{hit.endpoint}")
             if count:
                 report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
             if code == "EO106":  # lines the scan could not read are part of what it scanned
                 report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
+    return kept
+
+
+def keep_states(engine: EngineRun, continuation: Continuation, kept: set[str]) -> dict[str, tuple[int, int]]:
+    """Write the states of eoctl.expr.incremental.STATES for the next run into this run's part of
+    the record index: from a table the checks kept where it holds the same rows, else built over
+    the family's records. name -> (rows, bytes)."""
+    from eoctl.expr import compile_sql
+    from eoctl.expr.incremental import STATES
+
+    out = {}
+    for name, state in STATES.items():
+        if state.shared in kept:
+            sql = f"SELECT * FROM {state.shared}"
+        elif name == "sequence_ranges":
+            sql = compile_sql(continuation.ranges(engine.dialect), engine.dialect)
+        else:
+            sql = compile_sql(state.build(continuation.records_in(state.family), engine.dialect), engine.dialect)
+        out[name] = engine.keep_state(name, sql)
+    return out
 
 
 def in_evidence_order(code: str, evidence):

@@ -8,10 +8,11 @@ which keeps the rewriting proportional to what was added. Both engines write and
 index, so a run on one can continue from a run on the other.
 
 The next `--since-last` run reads the source from the indexed end on, recomputes the index rows'
-`committed`/`processed` from the current committed offsets, and runs every check over the index's
-rows and the new ones: the findings are those of a full audit (tested), without reading the
-source again. (Check states, kept to re-examine only what new records touch, were dropped with
-the checks' move to one catalog for both engines: eoctl/docs/engines.md says why.)
+`committed`/`processed` from the current committed offsets, and gives each check the new records
+and the indexed ones that can change its findings (eoctl.expr.incremental: found through small
+*states* the recorded run kept beside its segments, and probes of the index's key columns). The
+findings are those of a full audit (tested after random appends, on both engines), without
+reading the source again or running a check over every record.
 
 What this assumes, and a full audit does not: a partition's records below the indexed end do not
 change. True for Kafka (an append-only log; records below the log start offset are dropped from
@@ -37,9 +38,9 @@ if TYPE_CHECKING:
     from eoctl.options import AuditOptions
 
 #: Bumped whenever the derived columns of the working copy or the index's layout change: an index
-#: written by another version would otherwise mix old and new derivations in one audit. 3: no
-#: check states.
-INDEX_VERSION = 3
+#: written by another version would otherwise mix old and new derivations in one audit. 4: the
+#: states of eoctl.expr.incremental beside the segments.
+INDEX_VERSION = 4
 NO_BASE = "no earlier run to continue from: full scan"
 _PARTIAL = "partial-"
 _KEEP = 2  # indexes kept: the newest, and the one before for an audit still reading it
@@ -57,6 +58,15 @@ class Segment:
 
 
 @dataclass(frozen=True)
+class StateFile:
+    """One state of eoctl.expr.incremental, as a recorded run kept it: a Parquet folder."""
+
+    path: str
+    rows: int
+    bytes: int
+
+
+@dataclass(frozen=True)
 class RecordIndex:
     """A recorded run's record index: its segments, what inputs it covers, how far it read."""
 
@@ -70,11 +80,14 @@ class RecordIndex:
     # archive inputs: endpoint -> topic -> partition -> lowest offset indexed, the archive's log
     # start (its old files never change), so EO204 need not read the index for it
     lows: dict[str, dict[str, dict[int, int]]] | None = None
+    #: the states kept for the next run (eoctl.expr.incremental.STATES): name -> its folder, rows, bytes
+    states: dict[str, StateFile] | None = None
 
     def to_json(self) -> str:
         return json.dumps({"version": INDEX_VERSION, "segments": [[s.path, s.records] for s in self.segments],
                            "inputs": self.inputs, "ends": self.ends,
-                           "committed": self.committed, "started_at": self.started_at, "lows": self.lows},
+                           "committed": self.committed, "started_at": self.started_at, "lows": self.lows,
+                           "states": {n: [f.path, f.rows, f.bytes] for n, f in (self.states or {}).items()}},
                           sort_keys=True)
 
     @classmethod
@@ -86,14 +99,15 @@ class RecordIndex:
             return {ep: {t: {int(p): int(o) for p, o in parts.items()} for t, parts in topics.items()}
                     for ep, topics in tree.items()}
         committed, lows = raw.get("committed"), raw.get("lows")
+        states = {n: StateFile(p, int(r), int(b)) for n, (p, r, b) in (raw.get("states") or {}).items()}
         return cls(run_id, tuple(Segment(p, int(n)) for p, n in raw["segments"]), raw["inputs"], offsets(raw["ends"]),
                    offsets(committed) if committed is not None else None, raw.get("started_at"),
-                   offsets(lows) if lows is not None else None)
+                   offsets(lows) if lows is not None else None, states)
 
     @property
     def paths(self) -> list[str]:
-        """Every folder the index reads: its segments."""
-        return [s.path for s in self.segments]
+        """Every folder the index reads: its segments and its states."""
+        return [s.path for s in self.segments] + [f.path for f in (self.states or {}).values()]
 
 
 def merge_plan(segments: list[Segment]) -> int:
@@ -286,6 +300,38 @@ def index_ends(plans: dict[str, list[PartitionPlan]], stats: list) -> dict[str, 
     return ends
 
 
+def live_lows(base: RecordIndex | None, plans: dict[str, list[PartitionPlan]], stats: list,
+              live: set[str]) -> dict[str, dict[str, dict[int, int]]]:
+    """endpoint -> topic -> partition -> the lowest offset the index holds once this run is kept,
+    for the `live` (Kafka) inputs: the recorded one, raised to the log start where retention took
+    the rows below it, or the lowest this run read."""
+    lows: dict[str, dict[str, dict[int, int]]] = {}
+    for name, partition_plans in plans.items():
+        known = (base.lows or {}).get(name, {}) if base is not None else {}
+        for p in partition_plans:
+            low = known.get(p.topic, {}).get(p.partition)
+            if name in live and low is not None:
+                lows.setdefault(name, {}).setdefault(p.topic, {})[p.partition] = max(low, p.low)
+    for endpoint, topic, partition, _end, _n, low in stats:
+        if endpoint in live:
+            parts = lows.setdefault(endpoint, {}).setdefault(topic, {})
+            parts[partition] = min(parts.get(partition, low), low)
+    return lows
+
+
+def drops(base: RecordIndex, plans: dict[str, list[PartitionPlan]]) -> bool:
+    """Whether retention took indexed records since `base`: a live partition's log start is now
+    above the lowest offset the index holds (a partition without one holds no indexed row)."""
+    for name, partition_plans in plans.items():
+        for p in partition_plans:
+            if p.low <= 0 or p.start < 0:
+                continue
+            low = (base.lows or {}).get(name, {}).get(p.topic, {}).get(p.partition)
+            if low is not None and p.low > low:
+                return True
+    return False
+
+
 def scan_summary(base: RecordIndex | None, fallback: str | None, since_last: bool, total: int,
                  fresh: int, config: Config | None = None, keeps: bool = False) -> dict[str, object]:
     """How the records were read: all from the source, or continuing from a recorded run's index.
@@ -324,6 +370,11 @@ def run_folder(config: Config, run_id: str) -> str:
     """Where a run's own part of the index lives: its segment (`records`) and a merged segment
     (`merged`)."""
     return f"{records_root(config)}/{run_id}"
+
+
+def state_files(folder: str, states: dict[str, tuple[int, int]]) -> dict[str, StateFile]:
+    """The states a run wrote (name -> (rows, bytes)) as its index names them, in its folder."""
+    return {name: StateFile(f"{folder}/state/{name}", rows, size) for name, (rows, size) in states.items()}
 
 
 def publish(spark: Any, config: Config, run_id: str, partial: str) -> str:

@@ -16,6 +16,7 @@ from tests.helpers.audits import audit_duckdb, audit_spark
 from eoctl.config import load_config
 from eoctl.config.model import Config
 from eoctl.errors import UsageError
+from eoctl.expr.incremental import STATES
 from eoctl.options import AuditOptions
 from eoctl.findings import AuditReport
 from tests.helpers.chaos import append_orders, recorded_copy, settled
@@ -43,6 +44,10 @@ def _recorded(spark, config: Config, codes: list[str] = CODES, **kw) -> AuditRep
     return report
 
 
+def _rows(report: AuditReport, code: str) -> list[dict]:
+    return [r for f in report.findings if f.code == code for r in f.evidence]
+
+
 def _full_on_duckdb(config: Config) -> AuditReport:
     return audit_duckdb(config, settled(), CODES)
 
@@ -54,20 +59,28 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     test_a_run_on_one_engine_continues_from_a_run_on_the_other."""
     spark = None
     chaos = recorded_copy(tmp_path)
-    # the first run audits the topic checks only: the next one runs every check over every record
+    # the first run audits the topic checks only: it still keeps every state, so the next one
+    # continues every check
     first = _recorded(spark, chaos.config, select_codes(["EO1"], None))
+    states = first.run["scan"].pop("states")
     assert first.run["scan"] == {"mode": "full", "new_records": first.scanned["records"], "indexed_records": 0}
+    assert set(states) == set(STATES) and all(s["bytes"] > 0 for s in states.values())
+    # the chaos sample's messages seen twice (EO101's and EO102's), as the state of the next run
+    assert states["repeated_keys"]["rows"] == len({(r["message_id"]) for code in ("EO101", "EO102")
+                                                   for r in _rows(first, code)})
     index = Path(incremental.records_root(chaos.config)) / first.run["id"]
     assert index.is_dir() and not list(index.parent.glob("partial-*"))
-    # no check state: the run's folder holds its segment of records, nothing else
-    assert {p.name for p in index.iterdir()} == {"records"}
+    # the run's folder holds its segment of records and its states
+    assert {p.name for p in index.iterdir()} == {"records", "state"}
+    assert {p.name for p in (index / "state").iterdir()} == set(STATES)
 
     appended = append_orders(chaos.config_path.parent, "part-1.parquet")
     incr = _recorded(spark, chaos.config, since_last=True)
     full = _full_on_duckdb(chaos.config)
 
+    assert set(incr.run["scan"].pop("states")) == set(STATES)
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": appended,
-                                "indexed_records": first.scanned["records"], "continued": []}
+                                "indexed_records": first.scanned["records"], "continued": sorted(STATES)}
     assert incr.scanned == full.scanned
     assert identities(incr) == identities(full)
     # the boundary cases are there: each pairs an appended record with one the index holds
@@ -88,10 +101,12 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     assert identities(committed) == identities(_full_on_duckdb(chaos.config))
     assert identities(committed) != identities(full)  # the appended records are processed now
     # The index is layered: the first run's segment, then the appended records' own; the runs
-    # that read nothing new added nothing. Only the folders a kept index reads stay.
+    # that read nothing new added no segment, only their states. Only the folders the two newest
+    # indexes read stay: the segments' and the states of `again` and `committed`.
     assert [Path(s.path).parent.name for s in committed.index.segments] == [first.run["id"], incr.run["id"]]
+    assert {Path(f.path).parent.parent.name for f in committed.index.states.values()} == {committed.run["id"]}
     kept = sorted(p.name for p in index.parent.iterdir())
-    assert kept == sorted([first.run["id"], incr.run["id"]])
+    assert kept == sorted([first.run["id"], incr.run["id"], again.run["id"], committed.run["id"]])
 
     # A second append as large as the first: the two newest segments are merged into one, and the
     # findings still equal a full audit's.
@@ -143,7 +158,7 @@ def test_sink_rows_added_removed_or_rewritten_after_the_last_run_are_seen(spark,
             ("late-0", old[0][0], old[0][1], old[0][2]), ("late-1", old[1][0], "inv-late", "late-message"),
             ("late-2", 1000, "inv-1000", "message-1000")])
     incr = _recorded(spark, chaos.config, codes, since_last=True)
-    assert incr.run["scan"]["mode"] == "incremental" and incr.run["scan"]["continued"] == []
+    assert incr.run["scan"]["mode"] == "incremental" and incr.run["scan"]["continued"] == sorted(STATES)
     assert _sinkidentities(incr) == _sink_truth(chaos.store_target)
     assert old[0][2] in _sinkidentities(incr)["EO501"] and old[1][0] in _sinkidentities(incr)["EO502"]
 
@@ -257,8 +272,9 @@ def test_a_run_on_one_engine_continues_from_a_run_on_the_other(spark, tmp_path: 
     appended = append_orders(chaos.config_path.parent, "part-1.parquet")
 
     on_spark = _recorded(spark, chaos.config, since_last=True)
+    assert set(on_spark.run["scan"].pop("states")) == set(STATES)
     assert on_spark.run["scan"] == {"mode": "incremental", "base_run": on_duckdb.run["id"], "new_records": appended,
-                                    "indexed_records": on_duckdb.scanned["records"], "continued": []}
+                                    "indexed_records": on_duckdb.scanned["records"], "continued": sorted(STATES)}
     # the full audits to compare with run on DuckDB (seconds; the parity tests hold the engines equal)
     assert identities(on_spark) == identities(_full_on_duckdb(chaos.config))
 
@@ -336,8 +352,10 @@ def test_the_cli_flag_reports_the_scan_mode(tmp_path: Path) -> None:
     append_orders(chaos.config_path.parent, "part-1.parquet")
     second = run_eoctl(*args)
     scan = json.loads(second.stdout)["run"]["scan"]
+    states = scan.pop("states")
     assert scan == {"mode": "incremental", "base_run": json.loads(first.stdout)["run"]["id"], "new_records": 6,
-                    "indexed_records": json.loads(first.stdout)["scanned"]["records"], "continued": []}
+                    "indexed_records": json.loads(first.stdout)["scanned"]["records"], "continued": sorted(STATES)}
+    assert set(states) == set(STATES) and all(set(s) == {"rows", "bytes"} for s in states.values())
     assert json.loads(second.stdout)["scanned"]["records"] == json.loads(first.stdout)["scanned"]["records"] + 6
     bad = run_eoctl("--config", str(chaos.config_path), "audit", "--since-last", "--range", "orders:0")
     assert bad.code == 2 and "--since-last" in bad.stderr and "Traceback" not in bad.stderr
@@ -395,8 +413,11 @@ def test_on_a_live_topic_it_reads_only_new_offsets_and_finds_what_a_full_audit_f
     # each partition is read from what the index read (11 and 10), whatever the committed offsets;
     # the index gives partition 0's offsets 0..10 (4..10 now processed up to 6) and partition 1's
     # 3..9 (0..2 are gone)
+    # retention took indexed records: EO104's ranges are read from every record again, said in a note
+    assert set(incr.run["scan"].pop("states")) == set(STATES)
+    assert incr.run["scan"].pop("note").startswith("retention took indexed records since the last run")
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": 2 + 3,
-                                "indexed_records": 11 + 7, "continued": []}
+                                "indexed_records": 11 + 7, "continued": sorted(STATES)}
     assert incr.scanned == full.scanned == {"records": 23}
     assert identities(incr) == identities(full)
     # m1-1's other copy is gone: the finding is gone too, as in a full audit

@@ -21,6 +21,9 @@ class IndexFiles(Protocol):
         """(name, modification time in epoch milliseconds) of each entry of `root`; [] when it
         does not exist."""
 
+    def size(self, path: str) -> int:
+        """The bytes of the files under `path`."""
+
 
 def index_files(spark: Any) -> IndexFiles:
     """The file system of the record index: Spark's when a session is given, else fsspec's."""
@@ -58,6 +61,10 @@ class FsspecFiles:
         fs, p = self._fs(path)
         if fs.exists(p):
             fs.rm(p, recursive=True)
+
+    def size(self, path: str) -> int:
+        fs, p = self._fs(path)
+        return int(fs.du(p, total=True))
 
     def children(self, root: str) -> list[tuple[str, float]]:
         fs, p = self._fs(root)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from eoctl.config.model import Config
     from eoctl.expr.functions import Dialect
     from eoctl.expr.inputs import Scope
-    from eoctl.incremental import RecordIndex
+    from eoctl.incremental import PartitionPlan, RecordIndex
     from eoctl.options import AuditOptions
     from eoctl.sources.kafka import OffsetRange
     from eoctl.sources.summary import InputSummary
@@ -60,8 +60,15 @@ class EngineRun(Protocol):
         """(endpoint, topic, partition, end offset, records, lowest offset) per partition read from
         the source, when the run continues or keeps an index (else [])."""
 
-    def keep_index(self, run_id: str, stats: list) -> RecordIndex:
-        """Complete and publish this run's part of the record index (opened with `index_path`)."""
+    plans: dict[str, list[PartitionPlan]]  # continuing: per endpoint, where the source was read from
+
+    def keep_state(self, name: str, sql: str) -> tuple[int, int]:
+        """The rows of `sql` written as state `name` of this run's part of the record index, for
+        the next run (eoctl.expr.incremental.STATES): (rows, bytes)."""
+
+    def keep_index(self, run_id: str, stats: list, states: dict[str, tuple[int, int]]) -> RecordIndex:
+        """Complete and publish this run's part of the record index (opened with `index_path`),
+        with the states kept (name -> (rows, bytes))."""
 
 
 def open_run(spark: Any, config: Config, options: AuditOptions, step: Callable[[str], None], *,

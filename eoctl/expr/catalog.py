@@ -13,6 +13,8 @@ from eoctl.expr.inputs import Hit, Scope
 if TYPE_CHECKING:
     import ibis.expr.types as ir
 
+    from eoctl.expr.incremental import Continuation
+
 Check = Callable[[Scope, "ir.Table", Dialect], Iterator[Hit]]
 
 
@@ -59,10 +61,22 @@ CHECKS: dict[str, Check] = {
 }
 
 
-def shared_tables(codes: list[str], scope: Scope, records: ir.Table, dialect: Dialect) -> dict[str, ir.Table]:
+def shared_tables(codes: list[str], scope: Scope, records: ir.Table, dialect: Dialect,
+                  continuation: Continuation | None = None) -> dict[str, ir.Table]:
     """The tables the checks of `codes` read besides their inputs (topics.SHARED, EO502's differing
-    keys), by name: an engine computes each once (EngineRun.keep) before running the checks."""
-    out = {name: build(records, dialect) for name, (users, build) in topics.SHARED.items() if set(users) & set(codes)}
+    keys), by name: an engine computes each once (EngineRun.keep) before running the checks. With a
+    `continuation` (eoctl.expr.incremental), each over its checks' records, and EO104's ranges
+    continued from the kept ones."""
+    out = {}
+    for name, (users, build) in topics.SHARED.items():
+        if not set(users) & set(codes):
+            continue
+        if continuation is None:
+            out[name] = build(records, dialect)
+        elif name == "sequence_ranges":
+            out[name] = continuation.ranges(dialect)
+        else:
+            out[name] = build(continuation.records_of(users[0]), dialect)
     if "EO502" in codes:
         out.update(sinks.differing_keys(scope, dialect))
     return out

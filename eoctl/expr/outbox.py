@@ -10,6 +10,7 @@ import ibis
 from eoctl.expr.functions import (
     Dialect,
     blob_refs,
+    hash64,
     outgoing_messages,
     whole_seconds_since,
 )
@@ -65,6 +66,22 @@ def stuck_entries(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator
         yield Hit("EO301", name, scope.config.endpoints[name].outbox.table, stuck)
 
 
+def _sent_with_causation(records: ir.Table) -> ir.Table:
+    """The records EO302 reads: valid, with a producer, a causation and an attempt."""
+    return records.filter(records.problem.isnull() & records.producer.notnull() & records.causation_id.notnull()
+                          & records.attempt_id.notnull())
+
+
+def causations_sent_twice(records: ir.Table, dialect: Dialect) -> ir.Table:
+    """(producer, causation_id) sent under more than one attempt: the only causations EO302 can
+    flag without a pending entry (min != max of the attempts' hash64, a cheap aggregate). What an
+    incremental audit keeps to know which earlier causations to look at again."""
+    r = _sent_with_causation(records)
+    h = hash64(r.attempt_id, dialect)
+    g = r.group_by(["producer", "causation_id"]).aggregate(_lo=h.min(), _hi=h.max())
+    return g.filter(g._lo != g._hi).select("producer", "causation_id")
+
+
 def ghost_messages(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
     """EO302: of the attempts under which one incoming message (causation) made a producer send,
     into any topic eoctl reads, only one committed: the one the producer's pending entry names
@@ -74,8 +91,7 @@ def ghost_messages(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterato
     attempt = [*key, "attempt_id"]
     # a record two endpoints read is here twice: the minimum, the first send and the attempts are
     # the same either way, so the records need no distinct
-    r = records.filter(records.problem.isnull() & records.producer.notnull() & records.causation_id.notnull()
-                       & records.attempt_id.notnull())
+    r = _sent_with_causation(records)
     sent = r.group_by(attempt).aggregate(first_sent=r.timestamp.min())
     # where each attempt's first send landed (topic, partition, offset): it orders attempts that
     # first sent at one instant

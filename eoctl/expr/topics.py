@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import ibis.expr.types as ir
 
 
-#: a 32-bit word of EO104's bitmaps with every bit set (sequence_gaps)
+#: a 32-bit word of EO104's bitmaps with every bit set (number_runs)
 _FULL_WORD = (1 << 32) - 1
 
 
@@ -107,28 +107,55 @@ def records_without_protocol(records: ir.Table) -> ir.Table:
     return bad.select("endpoint", "topic", "partition", "offset", "problem", "message_id")
 
 
-def sequence_gaps(scope: Scope, records: ir.Table, dialect: Dialect) -> ir.Table:
-    """EO104: missing sequence numbers between a producer's lowest and highest, except those that
-    pending outbox entries hold (not sent yet: reported as stuck entries, EO301)."""
-    prod = ["endpoint", "topic", "producer"]
+_PRODUCER = ["endpoint", "topic", "producer"]
+RANGES_SCHEMA = {"endpoint": "string", "topic": "string", "producer": "string", "lo": "int64", "hi": "int64"}
+
+
+def number_runs(records: ir.Table, dialect: Dialect) -> ir.Table:
+    """Each producer's sequence numbers as ranges [lo, hi], overlapping or adjacent ones not yet
+    joined (coalesce_ranges): the numbers folded into 32-bit words (a hash aggregate of fixed-width
+    bit_or, no sort of every number); a full word is one range, any other word a range per number
+    it holds. The window that joins them then runs over about a 32nd of the numbers (a window over
+    every number would be one task per producer)."""
     v = _valid(records)
-    numbers = v.filter(v.producer.notnull() & v.seq.notnull()).select(*prod, "seq")
-    # Each producer's numbers folded into 32-bit words (a hash aggregate of fixed-width bit_or,
-    # no sort of every number); a full word stands for its first and last number only, others
-    # for the numbers they hold. The gaps of these few numbers are the gaps of all of them, found
-    # by a window over each producer (a window over every number would be one task per producer).
-    words = numbers.group_by([*prod, numbers.seq >> 5]).aggregate(
+    numbers = v.filter(v.producer.notnull() & v.seq.notnull()).select(*_PRODUCER, "seq")
+    words = numbers.group_by([*_PRODUCER, numbers.seq >> 5]).aggregate(
         _bits=bit_or(ibis.literal(1, "int32").cast("int64") << (numbers.seq & 31)))
     words = words.rename(_word=words.columns[3])
     full = words._bits == _FULL_WORD
-    present = ibis.ifelse(full, ibis.literal([0, 31], type="array<int64>"),
+    present = ibis.ifelse(full, ibis.literal([0], type="array<int64>"),
                           ibis.range(0, 32).cast("array<int64>").filter(lambda i: ((words._bits >> i) & 1) == 1))
-    kept = words.select(*prod, _full=full, _word=words._word, _at=present.unnest())
-    kept = kept.select(*prod, "_full", "_at", seq=kept._word * 32 + kept._at)
-    after = kept.mutate(_next=kept.seq.lead().over(group_by=prod, order_by=kept.seq))
-    # a full word's first number is followed by its last: no gap between them
-    gap = (after._next > after.seq + 1) & ~(after._full & (after._at == 0))
-    gaps = after.filter(gap).select(*prod, missing_from=after.seq + 1, missing_to=after._next - 1).distinct()
+    kept = words.select(*_PRODUCER, _full=full, _word=words._word, _at=present.unnest())
+    lo = kept._word * 32 + kept._at
+    return kept.select(*_PRODUCER, lo=lo, hi=ibis.ifelse(kept._full, lo + 31, lo))
+
+
+def coalesce_ranges(ranges: ir.Table) -> ir.Table:
+    """Ranges [lo, hi] per producer joined where they overlap or touch: the fewest ranges that
+    hold the same numbers. Also how a run's new numbers join the ranges an earlier run kept
+    (eoctl.expr.incremental)."""
+    before = ranges.mutate(_reach=ranges.hi.max().over(
+        ibis.window(group_by=_PRODUCER, order_by=[ranges.lo, ranges.hi], rows=(None, -1))))
+    starts = before.mutate(_start=ibis.ifelse(before._reach.isnull() | (before.lo > before._reach + 1), 1, 0))
+    runs = starts.mutate(_run=starts._start.sum().over(
+        ibis.cumulative_window(group_by=_PRODUCER, order_by=[starts.lo, starts.hi])))
+    return runs.group_by([*_PRODUCER, "_run"]).aggregate(lo=runs.lo.min(), hi=runs.hi.max()).drop("_run")
+
+
+def sequence_ranges(records: ir.Table, dialect: Dialect) -> ir.Table:
+    """Each producer's sequence numbers as the fewest ranges: what EO104 reads (its gaps lie
+    between them), and what an incremental audit keeps of the numbers."""
+    return coalesce_ranges(number_runs(records, dialect))
+
+
+def sequence_gaps(scope: Scope, records: ir.Table, dialect: Dialect) -> ir.Table:
+    """EO104: missing sequence numbers between a producer's lowest and highest (between its kept
+    `sequence_ranges`), except those that pending outbox entries hold (not sent yet: reported as
+    stuck entries, EO301)."""
+    prod = _PRODUCER
+    ranges = ibis.table(ibis.schema(RANGES_SCHEMA), name="sequence_ranges")
+    after = ranges.mutate(_next=ranges.lo.lead().over(group_by=prod, order_by=ranges.lo))
+    gaps = after.filter(after._next.notnull()).select(*prod, missing_from=after.hi + 1, missing_to=after._next - 1)
     # by producer, not topic: archived topics are often renamed, the producer's name is not
     pending = pending_outgoing(scope, dialect)
     pending = pending.filter(pending.seq.notnull()).select(p_producer=pending.producer, p_seq=pending.seq).distinct()
@@ -164,4 +191,5 @@ CHECKS = {code: _per_endpoint(code, check) for code, check in RECORD_CHECKS.item
 #: in this order (a later one may read an earlier one)
 SHARED = {"repeated_keys": (("EO101", "EO102"), repeated_keys),
           "repeated_messages": (("EO101", "EO102"), repeated_messages),
-          "reused_sequence_keys": (("EO103",), reused_sequence_keys)}
+          "reused_sequence_keys": (("EO103",), reused_sequence_keys),
+          "sequence_ranges": (("EO104",), sequence_ranges)}

@@ -48,7 +48,7 @@ def _gaps_on_duckdb(config_path: Path, sequences: dict[str, set[int]], held: dic
     from eoctl.expr import Dialect, compile_sql
     from eoctl.expr.inputs import STORE_SCHEMAS, Scope
     from eoctl.expr.records import records_table
-    from eoctl.expr.topics import sequence_gaps
+    from eoctl.expr.topics import sequence_gaps, sequence_ranges
 
     records = [{"endpoint": "billing", "topic": "t", "partition": 0, "offset": i, "processed": True,
                 "message_id": f"m{i}", "token_id": f"k{i}", "producer": p, "seq": n}
@@ -66,6 +66,8 @@ def _gaps_on_duckdb(config_path: Path, sequences: dict[str, set[int]], held: dic
             given_rows = pa.Table.from_pylist(rows)  # noqa: F841 (read by the statement below)
             con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM given_rows")
     scope = Scope(load_config(config_path), AuditOptions(), tables={("billing", "outbox")})
+    con.execute("CREATE TABLE sequence_ranges AS " + compile_sql(sequence_ranges(records_table(), Dialect.duckdb),
+                                                                  Dialect.duckdb))
     sql = compile_sql(sequence_gaps(scope, records_table(), Dialect.duckdb), Dialect.duckdb)
     return sorted(con.execute(f"SELECT producer, missing_from, missing_to FROM ({sql})").fetchall())
 

@@ -76,15 +76,47 @@ def records_with_index(con: duckdb.DuckDBPyConnection, working_copy_sql: str, ru
         FsspecFiles().mkdirs(folder)
         _copy(con, working_copy_sql, f"{folder}/{_SEGMENT_FILE}")
         con.execute(f"CREATE OR REPLACE VIEW fresh AS {_read_segments(archive_files(folder, 'parquet'))}")
-    else:
-        con.execute(f"CREATE OR REPLACE VIEW fresh AS {working_copy_sql}")
-    parts = ["SELECT * FROM fresh"]
+    else:  # computed once when continuing: each family of the checks reads it
+        fresh_kind = "TEMP TABLE" if run.base is not None else "VIEW"
+        con.execute(f"CREATE OR REPLACE {fresh_kind} fresh AS {working_copy_sql}")
     if run.base is not None:
+        # continuing: the checks read families of these (eoctl.expr.incremental), never every
+        # record at once, so `records` stays a view that is computed by nobody
         _bounds(con, run, committed)
-        indexed = _index_rows(run.base.segments)
-        if indexed:
-            parts.append(indexed)
-    con.execute(f"CREATE OR REPLACE {kind} records AS " + " UNION ALL ".join(parts))
+        con.execute(f"CREATE OR REPLACE VIEW indexed AS {_index_rows(run.base.segments) or 'SELECT * FROM fresh WHERE false'}")
+        _state_views(con, run.base)
+        con.execute("CREATE OR REPLACE VIEW records AS SELECT * FROM fresh UNION ALL SELECT * FROM indexed")
+    else:
+        con.execute(f"CREATE OR REPLACE {kind} records AS SELECT * FROM fresh")
+
+
+def _state_views(con: duckdb.DuckDBPyConnection, base: RecordIndex) -> None:
+    """A view `state_<name>` of each state the recorded run kept (eoctl.expr.incremental.STATES)."""
+    from eoctl.expr.incremental import STATES, state_view
+
+    for name, kept in (base.states or {}).items():
+        if name not in STATES:
+            continue
+        files = archive_files(kept.path, "parquet", "record index state")
+        if files:
+            con.execute(f"CREATE OR REPLACE VIEW {ident(state_view(name))} AS "
+                        f"SELECT * FROM read_parquet([{', '.join(repr_sql(f) for f in files)}])")
+        else:  # a state of no rows, as an engine that writes no file for it keeps it
+            types = {"string": "VARCHAR", "int64": "BIGINT"}
+            flat_table(con, state_view(name), [], {c: types[t] for c, t in STATES[name].schema.items()})
+
+
+def keep_state(con: duckdb.DuckDBPyConnection, run: IndexRun, name: str, sql: str) -> tuple[int, int]:
+    """Write a state for the next run into this run's partial folder: (rows, bytes)."""
+    from eoctl.engine.files import FsspecFiles
+
+    assert run.partial is not None
+    folder = f"{run.partial}/state/{name}"
+    files = FsspecFiles()
+    files.mkdirs(folder)
+    rows = con.execute(f"COPY ({sql}) TO {repr_sql(f'{folder}/{_SEGMENT_FILE}')} "
+                       "(FORMAT parquet, COMPRESSION zstd)").fetchall()[0][0]
+    return rows, files.size(folder)
 
 
 def _bounds(con: duckdb.DuckDBPyConnection, run: IndexRun, committed: dict) -> None:
@@ -135,7 +167,8 @@ def fresh_stats(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int, int
 
 
 def keep(con: duckdb.DuckDBPyConnection, config: Config, run_id: str, run: IndexRun,
-         endpoints: dict[str, EndpointConfig], started_at: str, stats: list) -> RecordIndex:
+         endpoints: dict[str, EndpointConfig], started_at: str, stats: list,
+         states: dict[str, tuple[int, int]]) -> RecordIndex:
     """Complete this run's part of the record index (a merge of the newest segments when one is
     due, as eoctl.engine.spark.records.keep) and publish it; the history row will name it."""
     from eoctl import incremental
@@ -149,6 +182,8 @@ def keep(con: duckdb.DuckDBPyConnection, config: Config, run_id: str, run: Index
     if fresh:
         segments.append(Segment(f"{folder}/records", fresh))
     lows: dict[str, dict[str, dict[int, int]]] = {}
+    live = {n for n, ep in endpoints.items() if ep.input is not None and ep.input.kafka}
+    lows.update(incremental.live_lows(run.base, run.plans, stats, live))
     archived = [n for n, ep in endpoints.items() if ep.input is not None and ep.input.archive]
     if archived:  # an archive's log start: the first offset it holds (the index's or the new)
         for ep, topic, partition, low in con.execute(
@@ -169,4 +204,5 @@ def keep(con: duckdb.DuckDBPyConnection, config: Config, run_id: str, run: Index
         segments.append(Segment(f"{folder}/merged", count))
     incremental.publish(None, config, run_id, run.partial)
     return RecordIndex(run_id, tuple(segments), incremental.fingerprints(config, endpoints),
-                       incremental.index_ends(run.plans, stats), run.committed, started_at, lows)
+                       incremental.index_ends(run.plans, stats), run.committed, started_at, lows,
+                       incremental.state_files(folder, states))

@@ -117,11 +117,20 @@ class DuckDBRun:
             return []
         return duckdb_index.fresh_stats(self._settled())
 
-    def keep_index(self, run_id: str, stats: list):
+    @property
+    def plans(self):
+        return self.index.plans
+
+    def keep_state(self, name: str, sql: str) -> tuple[int, int]:
+        from eoctl.engine.duckdb import index as duckdb_index
+
+        return duckdb_index.keep_state(self._settled(), self.index, name, sql)
+
+    def keep_index(self, run_id: str, stats: list, states: dict[str, tuple[int, int]]):
         from eoctl.engine.duckdb import index as duckdb_index
 
         kept = duckdb_index.keep(self._settled(), self.config, run_id, self.index, self.scope.endpoints,
-                                 self.options.now.isoformat(), stats)
+                                 self.options.now.isoformat(), stats, states)
         self._index_kept = True
         return kept
 

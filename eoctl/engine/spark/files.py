@@ -38,3 +38,7 @@ class HadoopFiles:
         if not fs.exists(hroot):
             return []
         return [(s.getPath().getName(), float(s.getModificationTime())) for s in fs.listStatus(hroot)]
+
+    def size(self, path: str) -> int:
+        fs, hpath = self._fs(path)
+        return int(fs.getContentSummary(hpath).getLength())

@@ -25,7 +25,9 @@ from eoctl.incremental import (
     index_ends,
     merge_plan,
     publish,
+    live_lows,
     run_folder,
+    state_files,
 )
 from eoctl.sources import input_committed_offsets
 
@@ -336,7 +338,7 @@ def archive_predicate(plans: list[PartitionPlan]) -> Column:
 
 
 def keep(spark: SparkSession, config: Config, run_id: str, partial: str, records: SparkRecords,
-         stats: list) -> RecordIndex:
+         stats: list, states: dict[str, tuple[int, int]]) -> RecordIndex:
     """Complete this run's part of the record index (a merge of the newest segments when one is
     due) and publish it; the history row will name it."""
     from functools import reduce
@@ -365,12 +367,15 @@ def keep(spark: SparkSession, config: Config, run_id: str, partial: str, records
     records.keep_index()
     publish(spark, config, run_id, partial)
     return RecordIndex(run_id, tuple(segments), fingerprints(config, records.endpoints), ends,
-                       records.committed, records.options.now.isoformat(), _lows(records))
+                       records.committed, records.options.now.isoformat(), _lows(records, stats),
+                       state_files(folder, states))
 
 
-def _lows(records: SparkRecords) -> dict[str, dict[str, dict[int, int]]]:
-    """The index's lowest offset per partition of each archive input (RecordIndex.lows)."""
-    lows: dict[str, dict[str, dict[int, int]]] = {}
+def _lows(records: SparkRecords, stats: list) -> dict[str, dict[str, dict[int, int]]]:
+    """The index's lowest offset per partition of each input (RecordIndex.lows): an archive's first
+    offset, a live topic's lowest indexed (eoctl.incremental.live_lows)."""
+    live = {n for n, ep in records.endpoints.items() if ep.input is not None and ep.input.kafka}
+    lows = live_lows(records.base, records.plans, stats, live)
     for name, ep in records.endpoints.items():
         if ep.input is not None and ep.input.archive:
             lows[name] = {}

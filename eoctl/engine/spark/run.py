@@ -87,11 +87,23 @@ class SparkRun:
     def fresh_stats(self) -> list[tuple[str, str, int, int, int, int]]:
         return self.records.fresh_stats if self.options.since_last or self._index_path else []
 
-    def keep_index(self, run_id: str, stats: list) -> RecordIndex:
+    @property
+    def plans(self):
+        return self.records.plans
+
+    def keep_state(self, name: str, sql: str) -> tuple[int, int]:
+        from eoctl.engine.spark.files import HadoopFiles
+
+        assert self._index_path is not None
+        folder = f"{self._index_path}/state/{name}"
+        self.spark.sql(sql).write.mode("overwrite").option("compression", "zstd").parquet(folder)
+        return self.spark.read.parquet(folder).count(), HadoopFiles(self.spark).size(folder)
+
+    def keep_index(self, run_id: str, stats: list, states: dict[str, tuple[int, int]]) -> RecordIndex:
         from eoctl.engine.spark.records import keep
 
         assert self._index_path is not None
-        return keep(self.spark, self.config, run_id, self._index_path, self.records, stats)
+        return keep(self.spark, self.config, run_id, self._index_path, self.records, stats, states)
 
     def keep(self, name: str, sql: str) -> None:
         from pyspark import StorageLevel
@@ -150,6 +162,10 @@ def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str],
     scope = Scope(records.config, records.options, layout=stores.layout)
     step("reading the records of every input")
     records.records.createOrReplaceTempView("records")
+    if records.base is not None:  # continuing: the checks read families of these (eoctl.expr.incremental)
+        records.fresh.createOrReplaceTempView("fresh")
+        records.indexed.createOrReplaceTempView("indexed")
+        _state_views(records)
     records.commits_frame().createOrReplaceTempView("commits")
     step("reading the store tables")
     scope.tables = _store_views(stores, list(records.endpoints), "sent_outbox" in inputs)
@@ -167,6 +183,18 @@ def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str],
     if "undecodable" in inputs:
         _undecodable_view(records)
     return scope
+
+
+def _state_views(records: SparkRecords) -> None:
+    """A view `state_<name>` of each state the recorded run kept (eoctl.expr.incremental.STATES),
+    with the state's own column types whichever engine wrote it."""
+    from eoctl.expr.incremental import STATES, state_view
+
+    for name, kept in (records.base.states or {}).items():
+        if name in STATES:
+            schema = STATES[name].schema
+            _typed(records.spark.read.schema(", ".join(f"`{c}` {_SPARK_TYPES[t]}" for c, t in schema.items()))
+                   .parquet(kept.path), schema).createOrReplaceTempView(state_view(name))
 
 
 @contextmanager

@@ -1,0 +1,229 @@
+"""What each check reads in an incremental audit (`audit --since-last`, eoctl.incremental), written
+once for both engines.
+
+Continuing from a recorded run, the engine has three kinds of tables beside the stores:
+- `fresh`: the records read from the source this run (RECORD_COLUMNS);
+- `indexed`: the recorded index's rows the run takes, `processed` from the current committed offsets;
+- `state_<name>`: what the recorded run kept of its records for the next one (STATES). These are
+  small: the message keys seen more than once, the (producer, sequence) keys on several messages,
+  each producer's sequence numbers as ranges, and the causations sent under several attempts.
+
+A check is never written twice. Each code's *family* (FAMILY_OF) is the records it is given
+instead of every record: the new ones, and the indexed ones whose evidence the new records, the
+kept states or the stores as they are now can change. These are found by probing one or two key
+columns of the index (message id, token id, producer and sequence, causation), which reads those
+columns and nothing else. The check then runs over them as in a full audit.
+
+Why the findings are the full audit's:
+- Each family holds every record of each key it holds. A check groups by that key, so the
+  evidence of a key it holds is the full audit's.
+- A key whose records are all indexed and not in the family is one the check cannot flag:
+  - A message, sequence or causation not in its state had at most one record, message or attempt
+    when the recorded run saw it. With no new record it has no more now (retention only takes
+    records away).
+  - A token or blob that is in no store table and in no record is irrelevant to the checks that
+    read them.
+  - A processed record whose message has no record in flight is not a loss.
+- The states of the next run are the same aggregates over the same families. By induction they
+  hold every key of their kind among all the records.
+
+EO104 is the one check whose key (a producer) holds too many records to read again. It reads
+`sequence_ranges`: the ranges the recorded run kept, joined with the new numbers' ranges. When
+retention took indexed records (`drops`), the ranges are read from every record instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import ibis
+
+from eoctl.expr import outbox, topics
+from eoctl.expr.functions import Dialect
+from eoctl.expr.inputs import Scope, store_table
+from eoctl.expr.records import records_table
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+
+_MESSAGE = ["endpoint", "topic", "message_id"]
+_SEQUENCE = ["endpoint", "topic", "producer", "seq"]
+_CAUSATION = ["producer", "causation_id"]
+
+
+@dataclass(frozen=True)
+class State:
+    """What a recorded run keeps for the next: `build` over the records of `family`. `shared`: the
+    name of the check table (eoctl.expr.catalog.shared_tables) holding the same rows, when the run
+    computed it anyway."""
+
+    schema: dict[str, str]
+    family: str
+    build: Callable[[ir.Table, Dialect], ir.Table]
+    shared: str
+
+
+STATES: dict[str, State] = {
+    "repeated_keys": State({"endpoint": "string", "topic": "string", "message_id": "string"}, "messages",
+                           topics.repeated_keys, "repeated_keys"),
+    "reused_sequence_keys": State({"endpoint": "string", "topic": "string", "producer": "string", "seq": "int64"},
+                                  "sequences", topics.reused_sequence_keys, "reused_sequence_keys"),
+    "sequence_ranges": State(topics.RANGES_SCHEMA, "ranges", topics.sequence_ranges, "sequence_ranges"),
+    "causations_sent_twice": State({"producer": "string", "causation_id": "string"}, "causations",
+                                   outbox.causations_sent_twice, ""),
+}
+
+#: each code that reads records -> the family of records it is given; a code not named here reads
+#: none (its inputs are store tables, sinks, listings, offsets)
+FAMILY_OF = {
+    "EO101": "messages", "EO102": "messages", "EO103": "sequences", "EO105": "problems",
+    "EO201": "tokens", "EO203": "tokens", "EO202": "in_flight", "EO302": "causations",
+    "EO401": "blobs", "EO402": "blobs", "EO403": "blobs", "EO503": "effects",
+}
+
+
+def state_view(name: str) -> str:
+    return f"state_{name}"
+
+
+def family_view(family: str) -> str:
+    return f"records_{family}"
+
+
+def _state(name: str) -> ir.Table:
+    return ibis.table(ibis.schema(STATES[name].schema), name=state_view(name))
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """An incremental audit's plan: which states the recorded run kept (`states`), and whether
+    retention took indexed records since (`drops`). Without a base run (`continuing` False), every
+    family is every record: the states are computed whole for the next run."""
+
+    continuing: bool = True
+    states: frozenset[str] = frozenset(STATES)
+    drops: bool = False
+
+    def families(self, codes: Iterable[str]) -> list[str]:
+        """The families `codes` read, and those the states are built from, in a fixed order."""
+        wanted = {FAMILY_OF[c] for c in codes if c in FAMILY_OF} | {s.family for s in STATES.values()}
+        return sorted(f for f in wanted if f != "ranges")
+
+    def records_of(self, code: str) -> ir.Table:
+        """The records `code` reads: its family's kept table, or every record."""
+        family = FAMILY_OF.get(code)
+        return self.records_in(family) if family else records_table()
+
+    def records_in(self, family: str) -> ir.Table:
+        """The kept table of a family's records when continuing, else every record."""
+        return records_table(family_view(family)) if self.continuing else records_table()
+
+    def family(self, name: str, scope: Scope, dialect: Dialect) -> ir.Table:
+        """The records of family `name` (RECORD_COLUMNS): the new ones and the indexed ones it needs."""
+        fresh, indexed = records_table("fresh"), records_table("indexed")
+        if not self.continuing:
+            return records_table()
+        return fresh.union(_FAMILIES[name](self, scope, fresh, indexed, dialect))
+
+    def ranges(self, dialect: Dialect) -> ir.Table:
+        """`sequence_ranges` (EO104's table): the kept ranges joined with the new numbers' ranges,
+        or every record's when there is no state to continue or retention took indexed records."""
+        if not self.continuing or self.drops or "sequence_ranges" not in self.states:
+            return topics.sequence_ranges(records_table(), dialect)
+        return topics.coalesce_ranges(topics.number_runs(records_table("fresh"), dialect).union(
+            _state("sequence_ranges")))
+
+    def keys(self, name: str, fresh_keys: ir.Table) -> ir.Table:
+        """`fresh_keys` and the kept state `name` (when the recorded run kept it)."""
+        if name in self.states:
+            return fresh_keys.union(_state(name)).distinct()
+        return fresh_keys.distinct()
+
+
+def _valid(t: ir.Table) -> ir.Table:
+    return t.filter(t.problem.isnull())
+
+
+def _messages(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+    """EO101, EO102: every record of the messages with a new record or seen twice before."""
+    if "repeated_keys" not in c.states:
+        return indexed
+    keys = c.keys("repeated_keys", _valid(fresh).select(*_MESSAGE))
+    return indexed.semi_join(keys, _MESSAGE)
+
+
+def _sequences(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+    """EO103: every record of the (producer, sequence) keys with a new record or on several
+    messages before."""
+    if "reused_sequence_keys" not in c.states:
+        return indexed
+    v = _valid(fresh)
+    keys = c.keys("reused_sequence_keys", v.filter(v.producer.notnull() & v.seq.notnull()).select(*_SEQUENCE))
+    return indexed.semi_join(keys, _SEQUENCE)
+
+
+def _problems(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+    """EO105: the indexed records without usable protocol headers (one column read; usually none)."""
+    return indexed.filter(indexed.problem.notnull())
+
+
+def _tokens(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+    """EO201, EO203: the indexed records that carry a token the store holds now."""
+    tokens = store_table("tokens")
+    return indexed.semi_join(tokens.select("token_id"), "token_id")
+
+
+def _in_flight(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+    """EO202: every record of the messages with a record in flight now (offsets at or past the
+    committed offset, which may have moved either way)."""
+    key = ["endpoint", "message_id"]
+    def waiting(t: ir.Table) -> ir.Table:
+        return t.filter(~t.processed & t.token_id.notnull()).select(*key)
+    return indexed.semi_join(waiting(fresh).union(waiting(indexed)).distinct(), key)
+
+
+def _causations(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+    """EO302: every record of the causations with a new record, sent under several attempts
+    before, or named by a pending entry now."""
+    if "causations_sent_twice" not in c.states:
+        return indexed
+    entries = store_table("outbox")
+    entries = entries.filter(entries.attempt_id.notnull()).select(
+        producer=scope.as_producer(entries.ep), causation_id=entries.incoming_message_id)
+    sent = outbox._sent_with_causation(fresh).select(*_CAUSATION)
+    keys = c.keys("causations_sent_twice", sent.union(entries))
+    return indexed.semi_join(keys, _CAUSATION)
+
+
+def _blobs(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+    """EO401-EO403: the indexed records that publish blobs."""
+    return indexed.filter(indexed.blobs.notnull())
+
+
+def _effects(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+    """EO503: of each endpoint with a sink that must hold every message, its processed records in
+    the hours that hold a processed message without a row in that sink (all copies of a missing
+    message are in those hours, and the hour counts read every processed record of them)."""
+    parts = []
+    for name, ep in scope.endpoints.items():
+        for sink in ep.sinks:
+            if not sink.every_message:
+                continue
+            def processed(t: ir.Table) -> ir.Table:
+                return t.filter((t.endpoint == name) & t.processed & t.message_id.notnull() & t.problem.isnull())
+            rows = scope.sink(name, sink)
+            effects = rows.select(_effect=rows[sink.message_id_column].cast("string"))
+            every = processed(fresh.union(indexed))
+            without = every.anti_join(effects, every.message_id == effects._effect)
+            hours = without.select(_hour=without.timestamp.truncate("h")).distinct()
+            mine = processed(indexed)
+            parts.append(mine.semi_join(hours, mine.timestamp.truncate("h") == hours._hour))
+    if not parts:
+        return indexed.filter(ibis.literal(False))
+    return parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=True)
+
+
+_FAMILIES = {"messages": _messages, "sequences": _sequences, "problems": _problems, "tokens": _tokens,
+             "in_flight": _in_flight, "causations": _causations, "blobs": _blobs, "effects": _effects}
