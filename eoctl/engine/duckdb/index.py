@@ -56,11 +56,58 @@ class IndexRun:
         plans = self.plans.get(endpoint)
         return kafka_ranges(plans) if plans is not None else None
 
+    def archive_lows(self, archived: list[str]) -> list[dict] | None:
+        """The first offset of each partition of the `archived` endpoints' archives as the base
+        index kept them (RecordIndex.lows), as rows; None when it kept none for one of them."""
+        lows = self.base.lows if self.base is not None else None
+        if lows is None or any(n not in lows for n in archived):
+            return None
+        return [{"endpoint": n, "topic": t, "partition": p, "offset": o}
+                for n in archived for t, parts in lows[n].items() for p, o in parts.items()]
+
+    def files_to_read(self, con: duckdb.DuckDBPyConnection, endpoint: str, files: list[str]) -> list[str]:
+        """The files of an endpoint's Parquet archive that may hold a record past where the index
+        ends (archive_condition): by the row groups' statistics of topic, partition and offset. A
+        file of old records is not opened again: DuckDB cannot skip row groups for a condition
+        that spans several columns, and would read and decode every old record's headers."""
+        plans = self.plans.get(endpoint)
+        if not plans or not files:
+            return files
+        starts = {(p.topic, p.partition): p.start for p in plans}
+        stats: dict[tuple[str, int], dict[str, tuple]] = {}
+        listed = ", ".join(repr_sql(f) for f in files)
+        for name, group, column, low, high in con.execute(
+                "SELECT file_name, row_group_id, path_in_schema, stats_min_value, stats_max_value "
+                f"FROM parquet_metadata([{listed}]) WHERE path_in_schema IN ('topic', 'partition', 'offset')"
+        ).fetchall():
+            stats.setdefault((name, group), {})[column] = (low, high)
+        needed = {name for (name, _group), columns in stats.items() if _may_hold_new(columns, starts)}
+        # a file without row groups' statistics (or without row groups) is read as before
+        described = {name for name, _group in stats}
+        return [f for f in files if f in needed or f not in described]
+
     def archive_condition(self, endpoint: str) -> str | None:
         from eoctl.incremental import archive_condition
 
         plans = self.plans.get(endpoint)
         return archive_condition(plans, ident) if plans else None
+
+
+def _may_hold_new(columns: dict[str, tuple], starts: dict[tuple[str, int], int]) -> bool:
+    """Whether a row group with these (min, max) statistics may hold a row at or past its
+    partition's start, or of a partition the index does not know."""
+    try:
+        (tmin, tmax), (pmin, pmax), omax = columns["topic"], columns["partition"], columns["offset"][1]
+        pmin, pmax, omax = int(pmin), int(pmax), int(omax)
+    except (KeyError, TypeError, ValueError):
+        return True  # no statistics: read it
+    if tmin != tmax:
+        return True
+    for partition in range(pmin, pmax + 1):
+        start = starts.get((tmin, partition))
+        if start is None or omax >= start:
+            return True
+    return False
 
 
 def records_with_index(con: duckdb.DuckDBPyConnection, working_copy_sql: str, run: IndexRun,

@@ -273,8 +273,11 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
             kafka_starts += [{"ep": name, "topic": p.topic, "partition": p.partition, "log_start": p.log_start}
                              for p in partition_offsets(conn, ep.input.topics)]
         else:
-            read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics,
-                         (listed or {}).get(ep.input.archive))
+            files = (listed or {}).get(ep.input.archive)
+            if index is not None and ep.input.archive_format == "parquet":
+                files = index.files_to_read(con, name, files if files is not None else
+                                            archive_files(ep.input.archive, ep.input.archive_format))
+            read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics, files)
             archived.append(name)
             if ep.input.archive_format == "json":
                 bad.append(f"SELECT {repr_sql(name)} AS ep, * FROM {ident(f'raw_{name}_bad')}")
@@ -307,10 +310,17 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
         records_with_index(con, sql, index, committed, kept)
     flat_table(con, "kafka_log_starts", kafka_starts, {"ep": "VARCHAR", "topic": "VARCHAR", "partition": "INTEGER",
                                                        "log_start": "BIGINT"})
-    # an archive's log start is the first offset it holds (of every record, usable or not)
+    # an archive's log start is the first offset it holds (of every record, usable or not): when
+    # continuing an index that kept them, its lows and the new records' (the index unread)
+    lows = index.archive_lows(archived) if index is not None else None
+    source = "records"
+    if lows is not None:
+        flat_table(con, "index_lows", lows, {"endpoint": "VARCHAR", "topic": "VARCHAR", "partition": "INTEGER",
+                                             "offset": "BIGINT"})
+        source = '(SELECT endpoint, topic, partition, "offset" FROM fresh UNION ALL SELECT * FROM index_lows)'
     in_archives = ", ".join(repr_sql(n) for n in archived) or "NULL"
     con.execute(f"CREATE OR REPLACE {kept} log_starts AS SELECT endpoint AS ep, topic, "
-                f'partition, min("offset") AS log_start FROM records WHERE endpoint IN ({in_archives}) GROUP BY ALL '
+                f'partition, min("offset") AS log_start FROM {source} WHERE endpoint IN ({in_archives}) GROUP BY ALL '
                 "UNION ALL SELECT * FROM kafka_log_starts")
     return committed
 
