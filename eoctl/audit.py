@@ -104,14 +104,16 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
     (eoctl.expr.incremental), each kept once. The names of the tables kept."""
     from eoctl.expr import compile_sql
     from eoctl.expr.catalog import CHECKS, shared_tables
-    from eoctl.expr.incremental import family_view
+    from eoctl.expr.incremental import CANDIDATES, family_view
     from eoctl.expr.records import records_table
 
     records, dialect = records_table(), engine.dialect
     kept: set[str] = set()
     if continuation is not None and continuation.continuing:
-        for family in continuation.families(codes):
-            step(f"reading the records the checks need again ({family})")
+        families = continuation.families(codes)
+        step("reading the indexed records the checks need again")
+        engine.keep(CANDIDATES, compile_sql(continuation.candidates(families, engine.scope, dialect), dialect))
+        for family in families:
             engine.keep(family_view(family), compile_sql(continuation.family(family, engine.scope, dialect), dialect))
             kept.add(family_view(family))
     for name, expr in shared_tables(codes, engine.scope, records, dialect, continuation).items():

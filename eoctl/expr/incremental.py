@@ -79,9 +79,23 @@ STATES: dict[str, State] = {
 #: none (its inputs are store tables, sinks, listings, offsets)
 FAMILY_OF = {
     "EO101": "messages", "EO102": "messages", "EO103": "sequences", "EO105": "problems",
-    "EO201": "tokens", "EO203": "tokens", "EO202": "in_flight", "EO302": "causations",
+    "EO201": "tokens", "EO203": "tokens", "EO202": "messages", "EO302": "causations",
     "EO401": "blobs", "EO402": "blobs", "EO403": "blobs", "EO503": "effects",
 }
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Which indexed records a family takes: those meeting `where`, or those whose `on` columns
+    are a row of `keys` (distinct). Neither: every indexed record."""
+
+    where: ir.BooleanValue | None = None
+    keys: ir.Table | None = None
+    on: tuple[str, ...] = ()
+
+
+#: the kept table of the indexed records any family takes, with a flag per family
+CANDIDATES = "records_candidates"
 
 
 def state_view(name: str) -> str:
@@ -120,12 +134,39 @@ class Continuation:
         """The kept table of a family's records when continuing, else every record."""
         return records_table(family_view(family)) if self.continuing else records_table()
 
+    def candidates(self, families: Iterable[str], scope: Scope, dialect: Dialect) -> ir.Table:
+        """The indexed records any of `families` takes (but EO503's, which reads the index whole),
+        each with a flag per family: one scan of the index, every probe in it (CANDIDATES)."""
+        t = records_table("indexed")
+        fresh = records_table("fresh")
+        flags = []
+        for name in families:
+            if name not in _PROBES:
+                continue
+            probe = _PROBES[name](self, scope, fresh, t, dialect)
+            flag = _flag(name)
+            if probe.keys is not None:
+                marked = probe.keys.select(*probe.on).distinct().mutate(**{flag: ibis.literal(True)})
+                t = t.left_join(marked, list(probe.on)).select(*t.columns, flag)
+                t = t.mutate(**{flag: t[flag].fill_null(False)})
+            else:
+                t = t.mutate(**{flag: probe.where if probe.where is not None else ibis.literal(True)})
+            flags.append(t[flag])
+        return t.filter(ibis.or_(*flags)) if flags else t.filter(ibis.literal(False))
+
     def family(self, name: str, scope: Scope, dialect: Dialect) -> ir.Table:
-        """The records of family `name` (RECORD_COLUMNS): the new ones and the indexed ones it needs."""
+        """The records of family `name` (RECORD_COLUMNS): the new ones and the indexed ones it
+        takes (from CANDIDATES, kept before)."""
+        from eoctl.expr.records import RECORD_COLUMNS
+
         fresh, indexed = records_table("fresh"), records_table("indexed")
         if not self.continuing:
             return records_table()
-        return fresh.union(_FAMILIES[name](self, scope, fresh, indexed, dialect))
+        if name == "effects":
+            return fresh.union(_effects(scope, fresh, indexed))
+        kept = ibis.table(records_table().schema(), name=CANDIDATES)
+        kept = ibis.table(ibis.schema({**kept.schema(), _flag(name): "boolean"}), name=CANDIDATES)
+        return fresh.union(kept.filter(kept[_flag(name)]).select(*RECORD_COLUMNS))
 
     def ranges(self, dialect: Dialect) -> ir.Table:
         """`sequence_ranges` (EO104's table): the kept ranges joined with the new numbers' ranges,
@@ -146,66 +187,68 @@ def _valid(t: ir.Table) -> ir.Table:
     return t.filter(t.problem.isnull())
 
 
-def _messages(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
-    """EO101, EO102: every record of the messages with a new record or seen twice before."""
+def _flag(family: str) -> str:
+    return f"_in_{family}"
+
+
+def _messages(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> Probe:
+    """EO101, EO102, EO202: every record of the messages with a new record, seen twice before,
+    or with a record in flight now (offsets at or past the committed offset, which may have moved
+    either way). Probed by the message id alone: a group of any endpoint and topic that holds the
+    id is then whole."""
     if "repeated_keys" not in c.states:
-        return indexed
-    keys = c.keys("repeated_keys", _valid(fresh).select(*_MESSAGE))
-    return indexed.semi_join(keys, _MESSAGE)
+        return Probe()  # nothing says which indexed messages were seen twice: all of them
+    def waiting(t: ir.Table) -> ir.Table:
+        return t.filter(~t.processed & t.token_id.notnull()).select("message_id")
+    ids = _valid(fresh).select("message_id").union(_state("repeated_keys").select("message_id"))
+    ids = ids.union(waiting(fresh)).union(waiting(indexed))
+    return Probe(where=indexed.message_id.isin(ids.message_id))
 
 
-def _sequences(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+def _sequences(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> Probe:
     """EO103: every record of the (producer, sequence) keys with a new record or on several
     messages before."""
     if "reused_sequence_keys" not in c.states:
-        return indexed
+        return Probe()
     v = _valid(fresh)
     keys = c.keys("reused_sequence_keys", v.filter(v.producer.notnull() & v.seq.notnull()).select(*_SEQUENCE))
-    return indexed.semi_join(keys, _SEQUENCE)
+    return Probe(keys=keys, on=tuple(_SEQUENCE))
 
 
-def _problems(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
-    """EO105: the indexed records without usable protocol headers (one column read; usually none)."""
-    return indexed.filter(indexed.problem.notnull())
+def _problems(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> Probe:
+    """EO105: the indexed records without usable protocol headers (usually none)."""
+    return Probe(where=indexed.problem.notnull())
 
 
-def _tokens(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+def _tokens(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> Probe:
     """EO201, EO203: the indexed records that carry a token the store holds now."""
-    tokens = store_table("tokens")
-    return indexed.semi_join(tokens.select("token_id"), "token_id")
+    return Probe(where=indexed.token_id.isin(store_table("tokens").token_id))
 
 
-def _in_flight(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
-    """EO202: every record of the messages with a record in flight now (offsets at or past the
-    committed offset, which may have moved either way)."""
-    key = ["endpoint", "message_id"]
-    def waiting(t: ir.Table) -> ir.Table:
-        return t.filter(~t.processed & t.token_id.notnull()).select(*key)
-    return indexed.semi_join(waiting(fresh).union(waiting(indexed)).distinct(), key)
-
-
-def _causations(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+def _causations(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> Probe:
     """EO302: every record of the causations with a new record, sent under several attempts
-    before, or named by a pending entry now."""
+    before, or named by a pending entry now. By the causation alone: a (producer, causation)
+    group that holds it is then whole."""
     if "causations_sent_twice" not in c.states:
-        return indexed
+        return Probe()
     entries = store_table("outbox")
     entries = entries.filter(entries.attempt_id.notnull()).select(
         producer=scope.as_producer(entries.ep), causation_id=entries.incoming_message_id)
     sent = outbox._sent_with_causation(fresh).select(*_CAUSATION)
     keys = c.keys("causations_sent_twice", sent.union(entries))
-    return indexed.semi_join(keys, _CAUSATION)
+    return Probe(where=indexed.causation_id.isin(keys.causation_id))
 
 
-def _blobs(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+def _blobs(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> Probe:
     """EO401-EO403: the indexed records that publish blobs."""
-    return indexed.filter(indexed.blobs.notnull())
+    return Probe(where=indexed.blobs.notnull())
 
 
-def _effects(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> ir.Table:
+def _effects(scope: Scope, fresh: ir.Table, indexed: ir.Table) -> ir.Table:
     """EO503: of each endpoint with a sink that must hold every message, its processed records in
     the hours that hold a processed message without a row in that sink (all copies of a missing
-    message are in those hours, and the hour counts read every processed record of them)."""
+    message are in those hours, and the hour counts read every processed record of them). It reads
+    every indexed record's message id against the sink: not one of the CANDIDATES probes."""
     parts = []
     for name, ep in scope.endpoints.items():
         for sink in ep.sinks:
@@ -225,5 +268,5 @@ def _effects(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, 
     return parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=True)
 
 
-_FAMILIES = {"messages": _messages, "sequences": _sequences, "problems": _problems, "tokens": _tokens,
-             "in_flight": _in_flight, "causations": _causations, "blobs": _blobs, "effects": _effects}
+_PROBES = {"messages": _messages, "sequences": _sequences, "problems": _problems, "tokens": _tokens,
+           "causations": _causations, "blobs": _blobs}
