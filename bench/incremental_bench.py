@@ -12,7 +12,10 @@ boundary) and the new messages' tokens are added to the token store (they are in
 consumer has not reached them), half of them and 10 old rows are applied to the sink (a new file,
 later `applied_at`: the sink's watermark column), an incremental audit runs and is recorded, and a full audit runs
 (not recorded). Each run's time is split into reading the source (and writing the working copy),
-the checks, and keeping the record index. Both must report the same counts. With
+the indexed records the checks read again (incremental), the checks, and keeping the record
+index; beside each incremental run, its share of the full audit's time and the peak RSS of the
+process (and the JVM's, on Spark). Both must report the same findings: every code, every
+evidence identity. With
 `--kafka`/`--start-broker` the state is a live topic: the k records are produced to it (the
 redeliveries copied from the topic's own records).
 """
@@ -28,7 +31,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-CODES = ["EO101", "EO102", "EO103", "EO104", "EO105", "EO201", "EO202", "EO203", "EO301", "EO501", "EO502"]
+#: every check but those of blob prefixes (the generated state has none)
+CODES = ["EO101", "EO102", "EO103", "EO104", "EO105", "EO201", "EO202", "EO203", "EO204", "EO301", "EO302",
+         "EO303", "EO501", "EO502", "EO503"]
 
 
 def append(out: Path, k: int, name: str, tag: str) -> None:
@@ -121,29 +126,52 @@ def append_live(bootstrap: str, topic: str, k: int, tag: str) -> None:
 
 
 #: phases of a run, each from its first progress message to the next phase's
-PHASES = (("read", "reading"), ("topic checks", "EO1"), ("store checks", "EO2"), ("sink checks", "EO5"),
-          ("index", "keeping"))
+PHASES = (("read", "reading the records"), ("again", "reading the indexed"), ("topic checks", "EO1"),
+          ("store checks", "EO2"), ("sink checks", "EO5"), ("index", "keeping"))
 
 
-def timed(spark, config, options) -> tuple[dict, dict[str, float], dict, object]:
-    """(counts, seconds per phase, scan summary, the report); `spark` None: the DuckDB engine."""
+def timed(spark, config, options) -> tuple[dict, dict[str, float], dict, object, int]:
+    """(findings, seconds per phase, scan summary, the report, peak RSS bytes of this process and
+    its children while it ran); `spark` None: the DuckDB engine. Findings: (code, endpoint, where)
+    -> (count, sorted evidence identities), what the findings history compares runs by."""
+    import threading
+
+    from measure import tree_rss
+
+    from eoctl import history
     from eoctl.audit import run_audit
 
     marks: list[tuple[str, float]] = []
     mark = lambda m: marks.append((m, time.monotonic()))  # noqa: E731
     engine = config.engine.model_copy(update={"kind": "spark" if spark else "duckdb"})
-    report = run_audit(config.model_copy(update={"engine": engine}), options, CODES, spark, mark)
+    peak, done = [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], tree_rss(os.getpid()))
+            done.wait(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        report = run_audit(config.model_copy(update={"engine": engine}), options, CODES, spark, mark)
+    finally:
+        done.set()
+        sampler.join()
     marks.append(("end", time.monotonic()))
     starts = []
     for phase, prefix in PHASES:
         at = next((i for i, (m, _) in enumerate(marks) if m.startswith(prefix)), None)
         if at is not None:
             starts.append((phase, at))
+    starts.sort(key=lambda pa: pa[1])
     seconds = dict.fromkeys((p for p, _ in PHASES), 0.0)
+    seconds["read"] = marks[starts[0][1]][1] - marks[0][1] if starts else 0.0  # from the start
     for (phase, at), nxt in zip(starts, [a for _, a in starts[1:]] + [len(marks) - 1]):
-        seconds[phase] = marks[nxt][1] - marks[at][1]
-    counts = {c: r["count"] for c, r in report.summary().items()}
-    return counts, seconds, report.run["scan"], report
+        seconds[phase] += marks[nxt][1] - marks[at][1]
+    found = {(f.code, f.endpoint, f.where): (f.count, sorted(history.item_key(f.code, r) for r in f.evidence))
+             for f in report.findings}
+    return found, seconds, report.run["scan"], report, peak[0]
 
 
 def main() -> int:
@@ -156,6 +184,7 @@ def main() -> int:
                     "--records); the token store holds about as many tokens")
     ap.add_argument("--kafka", help="bootstrap servers: a live topic instead of an archive")
     ap.add_argument("--start-broker", action="store_true", help="a live topic on the test bed's broker")
+    ap.add_argument("--memory-limit", help="[engine] memory_limit of the DuckDB engine (e.g. 1.5GB)")
     ap.add_argument("--engine", choices=("spark", "duckdb"), default="spark",
                     help="the engine of every run (each engine keeps its own state folder under --work)")
     args = ap.parse_args()
@@ -179,15 +208,18 @@ def bench(args: argparse.Namespace) -> int:
     processed = 1 - args.in_flight / args.records if args.in_flight is not None else 0.9
     truth = generate(GenSpec(args.records, out, kafka=args.kafka, topic=topic, processed=processed))
     print(f"generated {truth['records']:,} records in {time.monotonic() - t:.1f} s", flush=True)
+    if args.memory_limit:
+        toml = out / "eoctl.toml"
+        toml.write_text(toml.read_text() + f'\n[engine]\nmemory_limit = "{args.memory_limit}"\n')
     config = load_config(out / "eoctl.toml", overrides={"kind": args.engine})
     spark = start_session(config.engine) if args.engine == "spark" else None  # started once: one warm JVM
 
     rows = []
-    counts, seconds, scan, report = timed(spark, config, AuditOptions(keep_index=True))
+    found, seconds, scan, report, peak = timed(spark, config, AuditOptions(keep_index=True))
     t = time.monotonic()
     record(spark, config, report)
     seconds["index"] += time.monotonic() - t
-    rows.append(("full, recorded (the first index)", scan, seconds, True))
+    rows.append(("full, recorded (the first index)", scan, seconds, True, peak, None))
     total = truth["records"]
     for i, value in enumerate(float(f) for f in args.appends.split(",")):
         k = int(args.records * value) if value < 1 else int(value)
@@ -200,28 +232,36 @@ def bench(args: argparse.Namespace) -> int:
         else:
             append(out, k, f"appended-{tag}.parquet", tag)
         total += k
-        inc_counts, inc_seconds, inc_scan, inc_report = timed(spark, config, AuditOptions(since_last=True,
-                                                                                          keep_index=True))
+        inc_found, inc_seconds, inc_scan, inc_report, inc_peak = timed(
+            spark, config, AuditOptions(since_last=True, keep_index=True))
         t = time.monotonic()
         record(spark, config, inc_report)
         inc_seconds["index"] += time.monotonic() - t
-        full_counts, full_seconds, full_scan, _ = timed(spark, config, AuditOptions())
-        same = inc_counts == full_counts
-        rows.append((f"+{k:,} ({share}): --since-last, recorded", inc_scan, inc_seconds, same))
-        rows.append((f"+{k:,} ({share}): full, not recorded", full_scan, full_seconds, same))
-        print(f"after +{k:,}: {total:,} records; counts equal: {same}; {inc_counts}", flush=True)
+        full_found, full_seconds, full_scan, _, full_peak = timed(spark, config, AuditOptions())
+        same = inc_found == full_found
+        ratio = sum(inc_seconds.values()) / sum(full_seconds.values())
+        rows.append((f"+{k:,} ({share}): --since-last, recorded", inc_scan, inc_seconds, same, inc_peak, ratio))
+        rows.append((f"+{k:,} ({share}): full, not recorded", full_scan, full_seconds, same, full_peak, None))
+        states = inc_scan.get("states", {})
+        print(f"after +{k:,}: {total:,} records; same findings (every code, every evidence identity): {same}; "
+              f"states kept: {sum(s['rows'] for s in states.values()):,} rows, "
+              f"{sum(s['bytes'] for s in states.values()) / 2**20:.1f} MiB "
+              f"({', '.join(n + ' ' + format(s['rows'], ',') for n, s in states.items())})", flush=True)
     if spark is not None:
         spark.stop()
 
     where = f"live topic {topic}, 8 partitions" if args.kafka else "archive, 8 partitions"
-    print(f"\n{args.records:,} records generated ({where}), engine {args.engine}, {os.cpu_count()} cores, "
+    print(f"\n{args.records:,} records generated ({where}), engine {args.engine}"
+          f"{f', memory_limit {args.memory_limit}' if args.memory_limit else ''}, {os.cpu_count()} cores, "
           f"checks {', '.join(CODES)}")
     head = "".join(f" {p + ' s':>15}" for p, _ in PHASES)
-    print(f"{'run':40} {'from source':>12} {'from index':>11}{head} {'total s':>8} {'same counts':>12}")
-    for name, scan, seconds, same in rows:
+    print(f"{'run':40} {'from source':>12} {'from index':>11}{head} {'total s':>8} {'of full':>8} "
+          f"{'peak MiB':>9} {'same findings':>14}")
+    for name, scan, seconds, same, peak, ratio in rows:
         cells = "".join(f" {seconds[p]:15.1f}" for p, _ in PHASES)
         print(f"{name:40} {scan['new_records']:12,} {scan['indexed_records']:11,}{cells} "
-              f"{sum(seconds.values()):8.1f} {str(same):>12}")
+              f"{sum(seconds.values()):8.1f} {f'{ratio:.0%}' if ratio is not None else '':>8} "
+              f"{peak / 2**20:9.0f} {str(same):>14}")
     return 0
 
 

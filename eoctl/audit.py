@@ -113,9 +113,8 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
         families = continuation.families(codes)
         step("reading the indexed records the checks need again")
         engine.keep(CANDIDATES, compile_sql(continuation.candidates(families, engine.scope, dialect), dialect))
-        for family in families:
-            engine.keep(family_view(family), compile_sql(continuation.family(family, engine.scope, dialect), dialect))
-            kept.add(family_view(family))
+        for family in families:  # each a filter of the kept candidates and the new records
+            engine.view(family_view(family), compile_sql(continuation.family(family, engine.scope, dialect), dialect))
     for name, expr in shared_tables(codes, engine.scope, records, dialect, continuation).items():
         engine.keep(name, compile_sql(expr, dialect))
         kept.add(name)

@@ -29,6 +29,10 @@ class EngineRun(Protocol):
     def keep(self, name: str, sql: str) -> None:
         """The rows of `sql` computed once and kept as table `name` (replacing one of that name)."""
 
+    def view(self, name: str, sql: str) -> None:
+        """The rows of `sql` as view `name`, computed by each query that reads it (a small filter
+        of kept tables: keeping it would cost a Spark job)."""
+
     def records_for(self, columns: Sequence[str]) -> str:
         """The name of a table of the records with at least `columns`, for a flow that reads no
         others: the working copy where the engine keeps one, else just these columns kept (read

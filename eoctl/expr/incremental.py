@@ -10,9 +10,11 @@ Continuing from a recorded run, the engine has three kinds of tables beside the 
 
 A check is never written twice. Each code's *family* (FAMILY_OF) is the records it is given
 instead of every record: the new ones, and the indexed ones whose evidence the new records, the
-kept states or the stores as they are now can change. These are found by probing one or two key
-columns of the index (message id, token id, producer and sequence, causation), which reads those
-columns and nothing else. The check then runs over them as in a full audit.
+kept states or the stores as they are now can change. One scan of the index takes them all
+(Continuation.candidates, kept as CANDIDATES with a flag per family): it probes a few key columns
+(message id, token id, producer and sequence, causation) and reads the other columns of the rows
+it takes only. Each family is then a view: its flagged candidates and the new records. The check
+runs over it as in a full audit.
 
 Why the findings are the full audit's:
 - Each family holds every record of each key it holds. A check groups by that key, so the

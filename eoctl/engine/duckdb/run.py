@@ -154,6 +154,9 @@ class DuckDBRun:
     def keep(self, name: str, sql: str) -> None:
         self._settled().execute(f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS {sql}")
 
+    def view(self, name: str, sql: str) -> None:
+        self._settled().execute(f"CREATE OR REPLACE TEMP VIEW {ident(name)} AS {sql}")
+
     def records_for(self, columns) -> str:
         if self._records_kept:
             return "records"
@@ -287,6 +290,9 @@ class RowsRun:
 
     def keep(self, name: str, sql: str) -> None:
         self.con.execute(f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS {sql}")
+
+    def view(self, name: str, sql: str) -> None:
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(name)} AS {sql}")
 
     def evaluate(self, sql: str, stem: str) -> tuple[int, list[dict[str, Any]], str | None]:
         rows = self.con.sql(sql).to_arrow_table().to_pylist()

@@ -115,6 +115,9 @@ class SparkRun:
         df.createOrReplaceTempView(name)
         self._kept[name] = df
 
+    def view(self, name: str, sql: str) -> None:
+        self.spark.sql(sql).createOrReplaceTempView(name)
+
     def records_for(self, columns) -> str:
         return "records"  # the working copy is kept (a Parquet scratch copy, or the cached frame)
 
