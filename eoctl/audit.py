@@ -92,7 +92,7 @@ def _continuation(engine: EngineRun, keeps: bool) -> Continuation | None:
 
     base = engine.base
     if base is not None:
-        return Continuation(True, frozenset(base.states or ()), incremental.drops(base, engine.plans))
+        return Continuation(True, frozenset(base.states or ()), incremental.drops(base, engine.plans), keeps)
     return Continuation(False) if keeps else None
 
 

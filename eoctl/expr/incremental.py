@@ -121,10 +121,13 @@ class Continuation:
     continuing: bool = True
     states: frozenset[str] = frozenset(STATES)
     drops: bool = False
+    keeps: bool = True  # the run keeps an index, and so the states for the next run
 
     def families(self, codes: Iterable[str]) -> list[str]:
         """The families `codes` read, and those the states are built from, in a fixed order."""
-        wanted = {FAMILY_OF[c] for c in codes if c in FAMILY_OF} | {s.family for s in STATES.values()}
+        wanted = {FAMILY_OF[c] for c in codes if c in FAMILY_OF}
+        if self.keeps:
+            wanted |= {s.family for s in STATES.values()}
         return sorted(f for f in wanted if f != "ranges")
 
     def records_of(self, code: str) -> ir.Table:
