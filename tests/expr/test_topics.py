@@ -221,3 +221,52 @@ def test_undecodable_archive_lines_are_a_finding_until_repaired(spark, tmp_path:
     repaired = audited(since_last=True)
     assert "EO106" not in {f.code for f in repaired.findings}
     assert repaired.scanned["undecodable"] == 0
+
+
+def _ranges_on_duckdb(con, name: str, numbers: set[int]) -> None:
+    """Table `name`: the ranges of `numbers` (producer p of billing's topic t), as EO104 keeps them."""
+    import pyarrow as pa
+    from ibis.backends.sql.datatypes import DuckDBType
+
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.records import records_table
+    from eoctl.expr.topics import sequence_ranges
+
+    schema = records_table().schema()
+    rows = [{"endpoint": "billing", "topic": "t", "partition": 0, "offset": i, "message_id": f"m{i}",
+             "token_id": f"k{i}", "producer": "p", "seq": n} for i, n in enumerate(sorted(numbers))]
+    columns = ", ".join(f'"{c}" {DuckDBType.to_string(t)}' for c, t in schema.items())
+    con.execute(f"CREATE OR REPLACE TABLE records ({columns})")
+    if rows:
+        given_rows = pa.Table.from_pylist(rows)  # noqa: F841 (read by the statement below)
+        con.execute("INSERT INTO records BY NAME SELECT * FROM given_rows")
+    con.execute(f"CREATE TABLE {name} AS " + compile_sql(sequence_ranges(records_table(), Dialect.duckdb),
+                                                          Dialect.duckdb))
+
+
+@pytest.mark.unit
+@settings(max_examples=60, deadline=None)
+@given(first=numbers, second=numbers)
+def test_ranges_kept_and_joined_with_new_numbers_are_the_ranges_of_all_numbers(first, second) -> None:
+    """What an incremental audit keeps of EO104 (eoctl.expr.incremental): the ranges of the numbers
+    seen before, joined with the new numbers' ranges, are the ranges of all of them: the fewest,
+    each a run of consecutive numbers."""
+    import duckdb
+    import ibis
+
+    from eoctl.expr import Dialect, compile_sql
+    from eoctl.expr.topics import RANGES_SCHEMA, coalesce_ranges
+
+    con = duckdb.connect()
+    _ranges_on_duckdb(con, "kept", first)
+    _ranges_on_duckdb(con, "new", second)
+    kept, new = (ibis.table(ibis.schema(RANGES_SCHEMA), name=n) for n in ("kept", "new"))
+    joined = con.execute(f"SELECT lo, hi FROM ({compile_sql(coalesce_ranges(kept.union(new)), Dialect.duckdb)}) "
+                         "ORDER BY lo").fetchall()
+    every = sorted(first | second)
+    expected, start = [], every[0]
+    for a, b in zip(every, every[1:] + [None]):
+        if b is None or b > a + 1:
+            expected.append((start, a))
+            start = b
+    assert joined == expected
