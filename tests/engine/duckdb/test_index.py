@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from eoctl import incremental
+from eoctl.expr.incremental import STATES
 from eoctl.audit import select_codes
 from tests.helpers.audits import audit_duckdb
 from eoctl.config.model import Config
@@ -44,6 +45,7 @@ def full(config: Config, like: AuditReport) -> AuditReport:
 def test_since_last_on_duckdb_reports_what_a_full_audit_reports(tmp_path: Path) -> None:
     chaos = recorded_copy(tmp_path)
     first = recorded(chaos.config)
+    assert set(first.run["scan"].pop("states")) == set(STATES)
     assert first.run["scan"] == {"mode": "full", "new_records": first.scanned["records"], "indexed_records": 0}
     root = Path(incremental.records_root(chaos.config))
     assert [s.records for s in first.index.segments] == [first.scanned["records"]]
@@ -52,8 +54,9 @@ def test_since_last_on_duckdb_reports_what_a_full_audit_reports(tmp_path: Path) 
     appended = append_orders(chaos.config_path.parent, "part-1.parquet")
     incr = recorded(chaos.config, since_last=True)
     whole = full(chaos.config, incr)
+    assert set(incr.run["scan"].pop("states")) == set(STATES)
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": appended,
-                                "indexed_records": first.scanned["records"], "continued": []}
+                                "indexed_records": first.scanned["records"], "continued": sorted(STATES)}
     assert incr.scanned == whole.scanned
     assert canonical(incr) == canonical(whole)
     # the boundary cases are there: each pairs an appended record with one the index holds
@@ -76,8 +79,10 @@ def test_since_last_on_duckdb_reports_what_a_full_audit_reports(tmp_path: Path) 
     assert [(Path(s.path).parent.name, Path(s.path).name, s.records) for s in merged.index.segments] == [
         (first.run["id"], "records", first.scanned["records"]), (merged.run["id"], "merged", 2 * appended)]
     assert not (root / merged.run["id"] / "records").exists()
-    # every folder a kept index reads stays; the others are pruned
-    assert sorted(p.name for p in root.iterdir()) == sorted({first.run["id"], incr.run["id"], merged.run["id"]})
+    # every folder the two newest indexes read stays (their segments, and each run's own states);
+    # the others are pruned
+    assert sorted(p.name for p in root.iterdir()) == sorted(
+        {first.run["id"], incr.run["id"], committed.run["id"], merged.run["id"]})
 
 
 @pytest.mark.integration
