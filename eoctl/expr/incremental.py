@@ -82,8 +82,10 @@ STATES: dict[str, State] = {
 FAMILY_OF = {
     "EO101": "messages", "EO102": "messages", "EO103": "sequences", "EO105": "problems",
     "EO201": "tokens", "EO203": "tokens", "EO202": "messages", "EO302": "causations",
-    "EO401": "blobs", "EO402": "blobs", "EO403": "blobs", "EO503": "effects",
+    "EO401": "blobs", "EO402": "blobs", "EO403": "blobs",
 }
+# EO503 reads every record: its hour counts need every processed record of each hour with a
+# missing message, and every processed message id is looked up in the sink (the sink is read whole)
 
 
 @dataclass(frozen=True)
@@ -140,8 +142,8 @@ class Continuation:
         return records_table(family_view(family)) if self.continuing else records_table()
 
     def candidates(self, families: Iterable[str], scope: Scope, dialect: Dialect) -> ir.Table:
-        """The indexed records any of `families` takes (but EO503's, which reads the index whole),
-        each with a flag per family: one scan of the index, every probe in it (CANDIDATES)."""
+        """The indexed records any of `families` takes, each with a flag per family: one scan of
+        the index, every probe in it (CANDIDATES)."""
         t = records_table("indexed")
         fresh = records_table("fresh")
         flags = []
@@ -164,14 +166,10 @@ class Continuation:
         takes (from CANDIDATES, kept before)."""
         from eoctl.expr.records import RECORD_COLUMNS
 
-        fresh, indexed = records_table("fresh"), records_table("indexed")
         if not self.continuing:
             return records_table()
-        if name == "effects":
-            return fresh.union(_effects(scope, fresh, indexed))
-        kept = ibis.table(records_table().schema(), name=CANDIDATES)
-        kept = ibis.table(ibis.schema({**kept.schema(), _flag(name): "boolean"}), name=CANDIDATES)
-        return fresh.union(kept.filter(kept[_flag(name)]).select(*RECORD_COLUMNS))
+        kept = ibis.table(ibis.schema({**records_table().schema(), _flag(name): "boolean"}), name=CANDIDATES)
+        return records_table("fresh").union(kept.filter(kept[_flag(name)]).select(*RECORD_COLUMNS))
 
     def ranges(self, dialect: Dialect) -> ir.Table:
         """`sequence_ranges` (EO104's table): the kept ranges joined with the new numbers' ranges,
@@ -247,30 +245,6 @@ def _causations(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Tabl
 def _blobs(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> Probe:
     """EO401-EO403: the indexed records that publish blobs."""
     return Probe(where=indexed.blobs.notnull())
-
-
-def _effects(scope: Scope, fresh: ir.Table, indexed: ir.Table) -> ir.Table:
-    """EO503: of each endpoint with a sink that must hold every message, its processed records in
-    the hours that hold a processed message without a row in that sink (all copies of a missing
-    message are in those hours, and the hour counts read every processed record of them). It reads
-    every indexed record's message id against the sink: not one of the CANDIDATES probes."""
-    parts = []
-    for name, ep in scope.endpoints.items():
-        for sink in ep.sinks:
-            if not sink.every_message:
-                continue
-            def processed(t: ir.Table) -> ir.Table:
-                return t.filter((t.endpoint == name) & t.processed & t.message_id.notnull() & t.problem.isnull())
-            rows = scope.sink(name, sink)
-            effects = rows.select(_effect=rows[sink.message_id_column].cast("string"))
-            every = processed(fresh.union(indexed))
-            without = every.anti_join(effects, every.message_id == effects._effect)
-            hours = without.select(_hour=without.timestamp.truncate("h")).distinct()
-            mine = processed(indexed)
-            parts.append(mine.semi_join(hours, mine.timestamp.truncate("h") == hours._hour))
-    if not parts:
-        return indexed.filter(ibis.literal(False))
-    return parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=True)
 
 
 _PROBES = {"messages": _messages, "sequences": _sequences, "problems": _problems, "tokens": _tokens,
