@@ -50,7 +50,6 @@ from eoctl.expr.records import records_table
 if TYPE_CHECKING:
     import ibis.expr.types as ir
 
-_MESSAGE = ["endpoint", "topic", "message_id"]
 _SEQUENCE = ["endpoint", "topic", "producer", "seq"]
 _CAUSATION = ["producer", "causation_id"]
 
@@ -78,7 +77,7 @@ STATES: dict[str, State] = {
 }
 
 #: each code that reads records -> the family of records it is given; a code not named here reads
-#: none (its inputs are store tables, sinks, listings, offsets)
+#: every record if it reads any (EO503), else none (store tables, sinks, listings, offsets)
 FAMILY_OF = {
     "EO101": "messages", "EO102": "messages", "EO103": "sequences", "EO105": "problems",
     "EO201": "tokens", "EO203": "tokens", "EO202": "messages", "EO302": "causations",
