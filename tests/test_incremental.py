@@ -528,10 +528,10 @@ def test_eo503_across_the_boundary_is_the_full_audits(tmp_path: Path) -> None:
     segments = [str(p) for p in Path(incremental.records_root(config)).glob("*/records/*.parquet")]
     with duckdb.connect(str(out / "state.duckdb"), read_only=True) as db:
         entries = [r[0] for r in db.execute("select incoming_message_id from billing.eo_outbox").fetchall()]
-    judged = duckdb.sql(f"select message_id from read_parquet({segments!r}) where problem is null")  # noqa: F841
     gone, file = duckdb.sql(
         f"select source_message_id, filename from read_parquet('{sinks}/*.parquet', filename = true) "
-        f"where source_message_id in (select message_id from judged) and source_message_id not in "
+        f"where source_message_id in (select message_id from read_parquet({segments!r}) where problem is null) "
+        f"and source_message_id not in "
         f"(select unnest({entries!r}::varchar[])) and source_message_id in (select source_message_id from "
         f"read_parquet('{sinks}/*.parquet') group by 1 having count(*) = 1) order by 1 limit 1").fetchall()[0]
     sink = Path(file)
