@@ -140,12 +140,8 @@ def keep_states(engine: EngineRun, continuation: Continuation, kept: set[str]) -
 
     out = {}
     for name, state in STATES.items():
-        if state.shared in kept:
-            sql = f"SELECT * FROM {state.shared}"
-        elif name == "sequence_ranges":
-            sql = compile_sql(continuation.ranges(engine.dialect), engine.dialect)
-        else:
-            sql = compile_sql(state.build(continuation.records_in(state.family), engine.dialect), engine.dialect)
+        sql = (f"SELECT * FROM {state.shared}" if state.shared in kept
+               else compile_sql(state.build(continuation, engine.dialect), engine.dialect))
         out[name] = engine.keep_state(name, sql)
     return out
 

@@ -56,24 +56,31 @@ _CAUSATION = ["producer", "causation_id"]
 
 @dataclass(frozen=True)
 class State:
-    """What a recorded run keeps for the next: `build` over the records of `family`. `shared`: the
+    """What a recorded run keeps for the next: `build` (a run's Continuation, dialect) gives its rows;
+    `family`: the records it is built over (None: none of them, EO104's ranges). `shared`: the
     name of the check table (eoctl.expr.catalog.shared_tables) holding the same rows, when the run
     computed it anyway."""
 
     schema: dict[str, str]
-    family: str
-    build: Callable[[ir.Table, Dialect], ir.Table]
+    family: str | None
+    build: Callable[[Continuation, Dialect], ir.Table]
     shared: str
+
+
+def _over(family: str, aggregate: Callable[[ir.Table, Dialect], ir.Table],
+          ) -> Callable[[Continuation, Dialect], ir.Table]:
+    """A state built by `aggregate` over the records of `family`."""
+    return lambda c, dialect: aggregate(c.records_in(family), dialect)
 
 
 STATES: dict[str, State] = {
     "repeated_keys": State({"endpoint": "string", "topic": "string", "message_id": "string"}, "messages",
-                           topics.repeated_keys, "repeated_keys"),
+                           _over("messages", topics.repeated_keys), "repeated_keys"),
     "reused_sequence_keys": State({"endpoint": "string", "topic": "string", "producer": "string", "seq": "int64"},
-                                  "sequences", topics.reused_sequence_keys, "reused_sequence_keys"),
-    "sequence_ranges": State(topics.RANGES_SCHEMA, "ranges", topics.sequence_ranges, "sequence_ranges"),
+                                  "sequences", _over("sequences", topics.reused_sequence_keys), "reused_sequence_keys"),
+    "sequence_ranges": State(topics.RANGES_SCHEMA, None, lambda c, dialect: c.ranges(dialect), "sequence_ranges"),
     "causations_sent_twice": State({"producer": "string", "causation_id": "string"}, "causations",
-                                   outbox.causations_sent_twice, ""),
+                                   _over("causations", outbox.causations_sent_twice), ""),
 }
 
 #: each code that reads records -> the family of records it is given; a code not named here reads
@@ -128,8 +135,8 @@ class Continuation:
         """The families `codes` read, and those the states are built from, in a fixed order."""
         wanted = {FAMILY_OF[c] for c in codes if c in FAMILY_OF}
         if self.keeps:
-            wanted |= {s.family for s in STATES.values()}
-        return sorted(f for f in wanted if f != "ranges")
+            wanted |= {s.family for s in STATES.values() if s.family}
+        return sorted(wanted)
 
     def records_of(self, code: str) -> ir.Table:
         """The records `code` reads: its family's kept table, or every record."""

@@ -196,8 +196,8 @@ def _state_views(records: SparkRecords) -> None:
     for name, kept in (records.base.states or {}).items():
         if name in STATES:
             schema = STATES[name].schema
-            _typed(records.spark.read.schema(", ".join(f"`{c}` {_SPARK_TYPES[t]}" for c, t in schema.items()))
-                   .parquet(kept.path), schema).createOrReplaceTempView(state_view(name))
+            _typed(records.spark.read.schema(_ddl(schema)).parquet(kept.path), schema).createOrReplaceTempView(
+                state_view(name))
 
 
 @contextmanager
@@ -225,8 +225,13 @@ def _typed(df: DataFrame, schema: dict[str, str], ep: str | None = None) -> Data
     return df.select(*cols, *[F.col(c).cast(_SPARK_TYPES[t]).alias(c) for c, t in schema.items()])
 
 
+def _ddl(schema: dict[str, str]) -> str:
+    """An eoctl.expr.inputs schema as Spark's DDL."""
+    return ", ".join(f"`{c}` {_SPARK_TYPES[t]}" for c, t in schema.items())
+
+
 def _empty(spark: SparkSession, schema: dict[str, str]) -> DataFrame:
-    return local_frame(spark, [], ", ".join(f"`{c}` {_SPARK_TYPES[t]}" for c, t in schema.items()))
+    return local_frame(spark, [], _ddl(schema))
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
@@ -308,5 +313,4 @@ def _undecodable_view(records: SparkRecords) -> None:
 
 
 def _rows_view(records: SparkRecords, view: str, rows: list[tuple], schema: dict[str, str]) -> None:
-    ddl = ", ".join(f"`{c}` {_SPARK_TYPES[t]}" for c, t in schema.items())
-    local_frame(records.spark, rows, ddl).createOrReplaceTempView(view)
+    local_frame(records.spark, rows, _ddl(schema)).createOrReplaceTempView(view)
