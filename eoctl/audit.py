@@ -63,12 +63,14 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], spark: An
         report.run["scan"] = incremental.scan_summary(engine.base, engine.fallback, options.since_last, total,
                                                       sum(row[4] for row in stats), config, keeps)
         continuation = _continuation(engine, keeps)
+        scope = engine.scope
         if engine.base is not None:
             report.run["scan"]["continued"] = sorted(continuation.states)
             if continuation.drops:
                 report.run["scan"]["note"] = ("retention took indexed records since the last run: EO104 read every "
                                               "record's sequence numbers again")
-        scope = engine.scope
+            if sinks := continuation.sink_reads(scope):
+                report.run["scan"]["sinks"] = sinks
         report.notes = scope.layout.notes(scope.selected, scope.misnamed)
         report.misnamed = [m.to_dict() for m in scope.misnamed]
         kept = evaluate_checks(report, engine, codes, step, continuation)
@@ -104,24 +106,33 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
     (eoctl.expr.incremental), each kept once. The names of the tables kept."""
     from eoctl.expr import compile_sql
     from eoctl.expr.catalog import CHECKS, shared_tables
-    from eoctl.expr.incremental import CANDIDATES, family_view
+    from eoctl.expr.incremental import CANDIDATES, family_view, states
     from eoctl.expr.records import records_table
 
-    records, dialect = records_table(), engine.dialect
+    records, dialect, scope = records_table(), engine.dialect, engine.scope
     kept: set[str] = set()
+    if continuation is not None:
+        # before any check reads a sink: a row written later is above the mark the next run reads from
+        for name, expr in continuation.marks(scope, dialect).items():
+            engine.keep(name, compile_sql(expr, dialect))
+            kept.add(name)
     if continuation is not None and continuation.continuing:
+        engine.open_states({n: s.schema for n, s in states(scope).items() if n in continuation.states})
         families = continuation.families(codes)
         step("reading the indexed records the checks need again")
-        engine.keep(CANDIDATES, compile_sql(continuation.candidates(families, engine.scope, dialect), dialect))
+        engine.keep(CANDIDATES, compile_sql(continuation.candidates(families, scope, dialect), dialect))
         for family in families:  # each a filter of the kept candidates and the new records
-            engine.view(family_view(family), compile_sql(continuation.family(family, engine.scope, dialect), dialect))
-    for name, expr in shared_tables(codes, engine.scope, records, dialect, continuation).items():
+            engine.view(family_view(family), compile_sql(continuation.family(family, scope, dialect), dialect))
+        for name, expr in continuation.sink_views(scope, dialect).items():
+            engine.view(name, compile_sql(expr, dialect))
+    for name, expr in shared_tables(codes, scope, records, dialect, continuation).items():
         engine.keep(name, compile_sql(expr, dialect))
         kept.add(name)
     for code in codes:
         step(f"{code}: {CATALOG[code].title}")
         code_records = continuation.records_of(code) if continuation is not None else records
-        for hit in CHECKS[code](engine.scope, code_records, dialect):
+        code_scope = continuation.scope_for(code, scope) if continuation is not None else scope
+        for hit in CHECKS[code](code_scope, code_records, dialect):
             count, rows, path = engine.evaluate(compile_sql(in_evidence_order(code, hit.evidence), dialect),
                                                 f"{report.run['id']}-{code}-{hit.endpoint}")
             if count:
@@ -132,16 +143,16 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
 
 
 def keep_states(engine: EngineRun, continuation: Continuation, kept: set[str]) -> dict[str, tuple[int, int]]:
-    """Write the states of eoctl.expr.incremental.STATES for the next run into this run's part of
-    the record index: from a table the checks kept where it holds the same rows, else built over
-    the family's records. name -> (rows, bytes)."""
+    """Write the states of eoctl.expr.incremental.states for the next run into this run's part of
+    the record index: from a table the run kept where it holds the same rows, else built over the
+    family's records or the sink's. name -> (rows, bytes)."""
     from eoctl.expr import compile_sql
-    from eoctl.expr.incremental import STATES
+    from eoctl.expr.incremental import states
 
     out = {}
-    for name, state in STATES.items():
+    for name, state in states(engine.scope).items():
         sql = (f"SELECT * FROM {state.shared}" if state.shared in kept
-               else compile_sql(state.build(continuation, engine.dialect), engine.dialect))
+               else compile_sql(state.build(continuation, engine.scope, engine.dialect), engine.dialect))
         out[name] = engine.keep_state(name, sql)
     return out
 

@@ -19,7 +19,7 @@ from eoctl.errors import UsageError
 from eoctl.expr.incremental import STATES
 from eoctl.options import AuditOptions
 from eoctl.findings import AuditReport
-from tests.helpers.chaos import append_orders, recorded_copy, settled
+from tests.helpers.chaos import append_orders, recorded_copy, settled, state_names
 from tests.helpers.cli import run_eoctl
 from tests.helpers.configs import write_config
 from tests.helpers.findings import canonical, identities
@@ -78,9 +78,12 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     incr = _recorded(spark, chaos.config, since_last=True)
     full = _full_on_duckdb(chaos.config)
 
-    assert set(incr.run["scan"].pop("states")) == set(STATES)
+    # the first run read no sink: the shipping sink is read whole once, and its states kept
+    assert set(incr.run["scan"].pop("states")) == state_names(chaos.config)
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": appended,
-                                "indexed_records": first.scanned["records"], "continued": sorted(STATES)}
+                                "indexed_records": first.scanned["records"], "continued": sorted(STATES),
+                                "sinks": {"shipping/shipments": "whole: the last run kept no state for this "
+                                                                "sink's configuration"}}
     assert incr.scanned == full.scanned
     assert identities(incr) == identities(full)
     # the boundary cases are there: each pairs an appended record with one the index holds
@@ -92,6 +95,7 @@ def test_an_incremental_audit_after_appending_reports_what_a_full_audit_reports(
     # flight: the consumer has not committed them) come from the index.
     again = _recorded(spark, chaos.config, since_last=True)
     assert again.run["scan"]["base_run"] == incr.run["id"] and again.run["scan"]["new_records"] == 0
+    assert again.run["scan"]["continued"] == sorted(state_names(chaos.config))
     assert identities(again) == identities(full)
     # once the consumer commits them, they come from the index, now processed
     offsets = chaos.config_path.parent / "topics" / "orders" / "_committed_offsets.json"
@@ -140,8 +144,9 @@ def _sink_truth(store: str) -> dict[str, list]:
 
 @pytest.mark.integration
 def test_sink_rows_added_removed_or_rewritten_after_the_last_run_are_seen(spark, tmp_path: Path) -> None:
-    """A run continuing from the index reads its sinks whole, as a full audit does: rows added
-    after the last run, deleted ones, and old rows rewritten in place without a new applied_at."""
+    """A run continuing from the index reads the rows written since the last run (the shipping
+    sink's applied_at is its watermark column) and the groups they touch: rows added after the
+    last run, deleted ones, and old rows rewritten in place are seen as a full audit sees them."""
     import duckdb
 
     chaos = recorded_copy(tmp_path)
@@ -158,7 +163,10 @@ def test_sink_rows_added_removed_or_rewritten_after_the_last_run_are_seen(spark,
             ("late-0", old[0][0], old[0][1], old[0][2]), ("late-1", old[1][0], "inv-late", "late-message"),
             ("late-2", 1000, "inv-1000", "message-1000")])
     incr = _recorded(spark, chaos.config, codes, since_last=True)
-    assert incr.run["scan"]["mode"] == "incremental" and incr.run["scan"]["continued"] == sorted(STATES)
+    assert incr.run["scan"]["mode"] == "incremental"
+    assert incr.run["scan"]["continued"] == sorted(state_names(chaos.config))
+    assert incr.run["scan"]["sinks"] == {"shipping/shipments": "new rows and the rows of the groups they or the "
+                                                               "states name"}
     assert _sinkidentities(incr) == _sink_truth(chaos.store_target)
     assert old[0][2] in _sinkidentities(incr)["EO501"] and old[1][0] in _sinkidentities(incr)["EO502"]
 
@@ -169,9 +177,9 @@ def test_sink_rows_added_removed_or_rewritten_after_the_last_run_are_seen(spark,
     assert _sinkidentities(repaired) == _sink_truth(chaos.store_target)
     assert old[0][2] not in _sinkidentities(repaired)["EO501"]
 
-    # an old row rewritten in place, without a new applied_at, is seen too
+    # an old row rewritten in place (which sets applied_at, the sink's watermark column) is seen too
     with duckdb.connect(chaos.store_target) as db:
-        db.execute("update shipping.shipments set order_id = 2 where order_id = 3")
+        db.execute("update shipping.shipments set order_id = 2, applied_at = now() where order_id = 3")
     rewritten = _recorded(spark, chaos.config, codes, since_last=True)
     assert 2 in _sink_truth(chaos.store_target)["EO502"]
     assert _sinkidentities(rewritten) == _sink_truth(chaos.store_target)
@@ -272,9 +280,12 @@ def test_a_run_on_one_engine_continues_from_a_run_on_the_other(spark, tmp_path: 
     appended = append_orders(chaos.config_path.parent, "part-1.parquet")
 
     on_spark = _recorded(spark, chaos.config, since_last=True)
-    assert set(on_spark.run["scan"].pop("states")) == set(STATES)
+    assert set(on_spark.run["scan"].pop("states")) == state_names(chaos.config)
+    assert on_spark.run["scan"].pop("sinks") == {"shipping/shipments": "new rows and the rows of the groups they "
+                                                                       "or the states name"}
     assert on_spark.run["scan"] == {"mode": "incremental", "base_run": on_duckdb.run["id"], "new_records": appended,
-                                    "indexed_records": on_duckdb.scanned["records"], "continued": sorted(STATES)}
+                                    "indexed_records": on_duckdb.scanned["records"],
+                                    "continued": sorted(state_names(chaos.config))}
     # the full audits to compare with run on DuckDB (seconds; the parity tests hold the engines equal)
     assert identities(on_spark) == identities(_full_on_duckdb(chaos.config))
 
@@ -352,10 +363,12 @@ def test_the_cli_flag_reports_the_scan_mode(tmp_path: Path) -> None:
     append_orders(chaos.config_path.parent, "part-1.parquet")
     second = run_eoctl(*args)
     scan = json.loads(second.stdout)["run"]["scan"]
-    states = scan.pop("states")
+    states, sinks = scan.pop("states"), scan.pop("sinks")
     assert scan == {"mode": "incremental", "base_run": json.loads(first.stdout)["run"]["id"], "new_records": 6,
-                    "indexed_records": json.loads(first.stdout)["scanned"]["records"], "continued": sorted(STATES)}
-    assert set(states) == set(STATES) and all(set(s) == {"rows", "bytes"} for s in states.values())
+                    "indexed_records": json.loads(first.stdout)["scanned"]["records"],
+                    "continued": sorted(state_names(chaos.config))}
+    assert set(states) == state_names(chaos.config) and all(set(s) == {"rows", "bytes"} for s in states.values())
+    assert list(sinks) == ["shipping/shipments"]
     assert json.loads(second.stdout)["scanned"]["records"] == json.loads(first.stdout)["scanned"]["records"] + 6
     bad = run_eoctl("--config", str(chaos.config_path), "audit", "--since-last", "--range", "orders:0")
     assert bad.code == 2 and "--since-last" in bad.stderr and "Traceback" not in bad.stderr

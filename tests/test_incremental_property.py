@@ -18,7 +18,7 @@ from eoctl.config import load_config
 from eoctl.expr.incremental import STATES
 from tests.helpers.appends import BILLING_SINK, Pipeline, steps
 from tests.helpers.audits import audit_duckdb, audit_spark
-from tests.helpers.chaos import recorded_copy, settled
+from tests.helpers.chaos import recorded_copy, settled, state_names
 from tests.helpers.findings import identities
 
 CODES = select_codes(None, None)

@@ -66,9 +66,13 @@ class EngineRun(Protocol):
 
     plans: dict[str, list[PartitionPlan]]  # continuing: per endpoint, where the source was read from
 
+    def open_states(self, schemas: dict) -> None:
+        """Continuing: a view `state_<name>` of each state of `schemas` (name -> column -> Ibis
+        type) the base run kept, read in those types whichever engine wrote it."""
+
     def keep_state(self, name: str, sql: str) -> tuple[int, int]:
         """The rows of `sql` written as state `name` of this run's part of the record index, for
-        the next run (eoctl.expr.incremental.STATES): (rows, bytes)."""
+        the next run (eoctl.expr.incremental.states): (rows, bytes)."""
 
     def keep_index(self, run_id: str, stats: list, states: dict[str, tuple[int, int]]) -> RecordIndex:
         """Complete and publish this run's part of the record index (opened with `index_path`),

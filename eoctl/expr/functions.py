@@ -148,6 +148,14 @@ def _spark_unix_micros(value: dt.timestamp) -> dt.int64:
     """Spark: microseconds since the epoch."""
 
 
+def epoch_micros(value: ir.TimestampValue, dialect: Dialect) -> ir.IntegerValue:
+    """Microseconds since the epoch of a time, a time without a zone taken as UTC on both engines
+    (Spark's unix_micros takes only its own TIMESTAMP: a TIMESTAMP_NTZ is cast, in the run's UTC)."""
+    if dialect is Dialect.duckdb:
+        return _duckdb_epoch_us(value)
+    return _spark_unix_micros(value.cast(dt.Timestamp(timezone="UTC")) if value.type().timezone is None else value)
+
+
 def whole_seconds_since(value: ir.TimestampValue, now: float, dialect: Dialect) -> ir.IntegerValue:
     """Whole seconds from `value` (UTC wall time) to `now` (epoch seconds), counted in integer
     microseconds: Ibis's epoch_seconds is fractional on DuckDB and whole on Spark, and a float

@@ -36,13 +36,13 @@ retention took indexed records (`drops`), the ranges are read from every record 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import ibis
 
-from eoctl.expr import outbox, topics
+from eoctl.expr import outbox, sink_states, sinks, topics
 from eoctl.expr.functions import Dialect
 from eoctl.expr.inputs import Scope, store_table
 from eoctl.expr.records import records_table
@@ -50,27 +50,29 @@ from eoctl.expr.records import records_table
 if TYPE_CHECKING:
     import ibis.expr.types as ir
 
+    from eoctl.config.model import SinkConfig
+
 _SEQUENCE = ["endpoint", "topic", "producer", "seq"]
 _CAUSATION = ["producer", "causation_id"]
 
 
 @dataclass(frozen=True)
 class State:
-    """What a recorded run keeps for the next: `build` (a run's Continuation, dialect) gives its rows;
-    `family`: the records it is built over (None: none of them, EO104's ranges). `shared`: the
-    name of the check table (eoctl.expr.catalog.shared_tables) holding the same rows, when the run
-    computed it anyway."""
+    """What a recorded run keeps for the next: `build` (a run's Continuation, its scope, dialect)
+    gives its rows; `family`: the records it is built over (None: none of them: EO104's ranges, a
+    sink's states). `shared`: the name of a table the run keeps (eoctl.expr.catalog.shared_tables,
+    a sink's mark) holding the same rows, when the run computed it anyway."""
 
-    schema: dict[str, str]
+    schema: Mapping[str, object]  # column -> Ibis type
     family: str | None
-    build: Callable[[Continuation, Dialect], ir.Table]
+    build: Callable[[Continuation, Scope, Dialect], ir.Table]
     shared: str
 
 
 def _over(family: str, aggregate: Callable[[ir.Table, Dialect], ir.Table],
-          ) -> Callable[[Continuation, Dialect], ir.Table]:
+          ) -> Callable[[Continuation, Scope, Dialect], ir.Table]:
     """A state built by `aggregate` over the records of `family`."""
-    return lambda c, dialect: aggregate(c.records_in(family), dialect)
+    return lambda c, scope, dialect: aggregate(c.records_in(family), dialect)
 
 
 STATES: dict[str, State] = {
@@ -78,7 +80,8 @@ STATES: dict[str, State] = {
                            _over("messages", topics.repeated_keys), "repeated_keys"),
     "reused_sequence_keys": State({"endpoint": "string", "topic": "string", "producer": "string", "seq": "int64"},
                                   "sequences", _over("sequences", topics.reused_sequence_keys), "reused_sequence_keys"),
-    "sequence_ranges": State(topics.RANGES_SCHEMA, None, lambda c, dialect: c.ranges(dialect), "sequence_ranges"),
+    "sequence_ranges": State(topics.RANGES_SCHEMA, None, lambda c, scope, dialect: c.ranges(dialect),
+                             "sequence_ranges"),
     "causations_sent_twice": State({"producer": "string", "causation_id": "string"}, "causations",
                                    _over("causations", outbox.causations_sent_twice), ""),
 }
@@ -92,6 +95,27 @@ FAMILY_OF = {
 }
 # EO503 reads every record: its hour counts need every processed record of each hour with a
 # missing message, and every processed message id is looked up in the sink (the sink is read whole)
+
+
+def states(scope: Scope) -> dict[str, State]:
+    """Every state a recorded run keeps: STATES, and those of each sink with a watermark column
+    (eoctl.expr.sink_states), named after its configuration."""
+    out = dict(STATES)
+    for endpoint, sink in sink_states.watermarked(scope):
+        out[sink_states.mark_state(endpoint, sink)] = State(
+            sink_states.MARK_SCHEMA, None,
+            lambda c, scope, dialect, e=endpoint, s=sink: sink_states.mark(scope, e, s, dialect),
+            sink_states.mark_view(scope, endpoint, sink))
+        out[sink_states.applied_twice_state(endpoint, sink)] = State(
+            sink_states.APPLIED_TWICE_SCHEMA, None,
+            lambda c, scope, dialect, e=endpoint, s=sink: sink_states.applied_twice(c.scope_for("EO501", scope), e, s),
+            "")
+        if sink.key_columns:
+            view = sinks.differing_keys_view(scope, endpoint, sink)
+            out[sink_states.differing_keys_state(endpoint, sink)] = State(
+                sink_states.key_schema(scope, endpoint, sink), None,
+                lambda c, scope, dialect, v=view: sinks.differing_keys(c.scope_for("EO502", scope), dialect)[v], view)
+    return out
 
 
 @dataclass(frozen=True)
@@ -185,6 +209,58 @@ class Continuation:
         return topics.coalesce_ranges(topics.number_runs(records_table("fresh"), dialect).union(
             _state("sequence_ranges")))
 
+    def narrowed(self, scope: Scope) -> list[tuple[str, SinkConfig]]:
+        """The sinks whose EO501 and EO502 read the rows of the groups new rows or the kept states
+        name (eoctl.expr.sink_states): those with a watermark column and every state kept."""
+        if not self.continuing:
+            return []
+        return [(e, s) for e, s in sink_states.watermarked(scope) if set(sink_states.state_names(e, s)) <= self.states]
+
+    def scope_for(self, code: str, scope: Scope) -> Scope:
+        """The scope `code`'s check reads: EO501's and EO502's narrowed sinks are their views."""
+        view = _NARROWED_VIEW.get(code)
+        narrowed = self.narrowed(scope) if view else []
+        if not narrowed:
+            return scope
+        return replace(scope, narrowed_sinks={(e, s.name): view(scope, e, s) for e, s in narrowed})
+
+    def sink_views(self, scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
+        """The views of the narrowed sinks' rows EO501 and EO502 read, by name."""
+        out = {}
+        for e, s in self.narrowed(scope):
+            out[sink_states.by_message_view(scope, e, s)] = sink_states.by_message(scope, e, s, dialect)
+            if s.key_columns:
+                out[sink_states.by_key_view(scope, e, s)] = sink_states.by_key(scope, e, s, dialect)
+        return out
+
+    def marks(self, scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
+        """Each watermarked sink's highest watermark, kept before any check reads the sink (the
+        next run's mark), by name; none when the run keeps no states."""
+        if not self.keeps:
+            return {}
+        return {sink_states.mark_view(scope, e, s): sink_states.mark(scope, e, s, dialect)
+                for e, s in sink_states.watermarked(scope)}
+
+    def sink_reads(self, scope: Scope) -> dict[str, str]:
+        """How EO501 and EO502 read each sink with a watermark column ("<endpoint>/<sink>" -> why
+        whole, or "new rows"), for run.scan."""
+        narrowed = {(e, s.name) for e, s in self.narrowed(scope)}
+        usable = {(e, s.name) for e, s in sink_states.watermarked(scope)}
+        out = {}
+        for name, ep in scope.endpoints.items():
+            for sink in ep.sinks:
+                if not sink.watermark_column or (name, sink.name) not in scope.sink_schemas:
+                    continue
+                if (name, sink.name) in narrowed:
+                    out[f"{name}/{sink.name}"] = "new rows and the rows of the groups they or the states name"
+                elif (name, sink.name) not in usable:
+                    kind = sink_states.watermark_type(scope, name, sink)
+                    out[f"{name}/{sink.name}"] = (f"whole: its watermark_column {sink.watermark_column} holds {kind}, "
+                                                  "not an integer or a time")
+                else:
+                    out[f"{name}/{sink.name}"] = "whole: the last run kept no state for this sink's configuration"
+        return out
+
     def keys(self, name: str, fresh_keys: ir.Table) -> ir.Table:
         """`fresh_keys` and the kept state `name` (when the recorded run kept it)."""
         if name in self.states:
@@ -252,6 +328,8 @@ def _blobs(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, di
     """EO401-EO403: the indexed records that publish blobs."""
     return Probe(where=indexed.blobs.notnull())
 
+
+_NARROWED_VIEW = {"EO501": sink_states.by_message_view, "EO502": sink_states.by_key_view}
 
 _PROBES = {"messages": _messages, "sequences": _sequences, "problems": _problems, "tokens": _tokens,
            "causations": _causations, "blobs": _blobs}

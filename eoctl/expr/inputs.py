@@ -62,6 +62,17 @@ def undecodable_table() -> ir.Table:
     return ibis.table(ibis.schema(UNDECODABLE_SCHEMA), name="undecodable")
 
 
+def check_sink_columns(sink: SinkConfig, columns: list[str]) -> None:
+    """A SourceError naming the first configured column the sink lacks, and the columns it has."""
+    from eoctl.errors import SourceError
+
+    configured = [sink.message_id_column, *sink.key_columns, *sink.value_columns,
+                  *([sink.watermark_column] if sink.watermark_column else [])]
+    for needed in configured:
+        if needed not in columns:
+            raise SourceError(f"sink {sink.name} has no column {needed!r}", hint=f"columns: {', '.join(columns)}")
+
+
 @dataclass
 class Scope:
     """What one audit looks at: the configuration, its options, the audited endpoints, which of
@@ -79,6 +90,9 @@ class Scope:
     #: their endpoints are not judged by any check (a configuration problem, not a finding); a
     #: misnamed outbox leaves no endpoint judged (eoctl.stores.layout.refused)
     misnamed: list[Any] = field(default_factory=list)
+    #: (endpoint, sink name) -> the view a check reads instead of the sink's rows (an incremental
+    #: audit's EO501 and EO502: eoctl.expr.sink_states)
+    narrowed_sinks: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def selected(self) -> list[str]:
@@ -129,7 +143,8 @@ class Scope:
         return f"sink_{sinks.index((endpoint, sink.name))}"
 
     def sink(self, endpoint: str, sink: SinkConfig) -> ir.Table:
-        return ibis.table(self.sink_schemas[(endpoint, sink.name)], name=self.sink_view(endpoint, sink))
+        name = self.narrowed_sinks.get((endpoint, sink.name)) or self.sink_view(endpoint, sink)
+        return ibis.table(self.sink_schemas[(endpoint, sink.name)], name=name)
 
     def blob_view(self, endpoint: str) -> str:
         return f"blobs_{self.selected.index(endpoint)}"

@@ -23,12 +23,16 @@ def _sinks(scope: Scope):
 def applied_twice(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
     """EO501: more than one sink row for one source message: its effect was applied twice."""
     for name, sink in _sinks(scope):
-        rows = scope.sink(name, sink)
-        ids = rows.select(source_message_id=rows[sink.message_id_column].cast("string"))
-        # a row without a source message id is not a copy of any message
-        ids = ids.filter(ids.source_message_id.notnull())
-        g = ids.group_by("source_message_id").aggregate(rows=ibis._.count())
-        yield Hit("EO501", name, sink.name, g.filter(g.rows > 1))
+        yield Hit("EO501", name, sink.name, messages_applied_twice(scope.sink(name, sink), sink))
+
+
+def messages_applied_twice(rows: ir.Table, sink) -> ir.Table:
+    """EO501's evidence of one sink: each source message id with more than one row, and how many."""
+    ids = rows.select(source_message_id=rows[sink.message_id_column].cast("string"))
+    # a row without a source message id is not a copy of any message
+    ids = ids.filter(ids.source_message_id.notnull())
+    g = ids.group_by("source_message_id").aggregate(rows=ibis._.count())
+    return g.filter(g.rows > 1)
 
 
 def _keyed_sinks(scope: Scope):

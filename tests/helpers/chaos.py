@@ -173,3 +173,17 @@ def append_orders(folder: Path, name: str) -> int:
                '(partition by "partition" order by key) - 1 as "offset", now() as timestamp) from new')
     db.execute(f"copy numbered to '{archive / name}' (format parquet)")
     return db.execute("select count(*) from numbered").fetchone()[0]
+
+
+def state_names(config: Config, sinks: bool = True) -> set[str]:
+    """The states a recorded audit of `config` keeps: eoctl.expr.incremental.STATES, and with
+    `sinks` (the run read them) those of each sink with a watermark column."""
+    from eoctl.expr import sink_states
+    from eoctl.expr.incremental import STATES
+
+    names = set(STATES)
+    for name, ep in config.endpoints.items():
+        for sink in ep.sinks if sinks else ():
+            if sink.watermark_column:
+                names |= set(sink_states.state_names(name, sink))
+    return names

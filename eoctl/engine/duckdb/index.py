@@ -131,26 +131,29 @@ def records_with_index(con: duckdb.DuckDBPyConnection, working_copy_sql: str, ru
         # record at once, so `records` stays a view that is computed by nobody
         _bounds(con, run, committed)
         con.execute(f"CREATE OR REPLACE VIEW indexed AS {_index_rows(run.base.segments) or 'SELECT * FROM fresh WHERE false'}")
-        _state_views(con, run.base)
         con.execute("CREATE OR REPLACE VIEW records AS SELECT * FROM fresh UNION ALL SELECT * FROM indexed")
     else:
         con.execute(f"CREATE OR REPLACE {kind} records AS SELECT * FROM fresh")
 
 
-def _state_views(con: duckdb.DuckDBPyConnection, base: RecordIndex) -> None:
-    """A view `state_<name>` of each state the recorded run kept (eoctl.expr.incremental.STATES)."""
-    from eoctl.expr.incremental import STATES, state_view
+def open_states(con: duckdb.DuckDBPyConnection, base: RecordIndex, schemas: dict) -> None:
+    """A view `state_<name>` of each state of `schemas` (name -> column -> Ibis type) the recorded
+    run kept, in those types whichever engine wrote it."""
+    import ibis
+    from ibis.backends.sql.datatypes import DuckDBType
 
-    for name, kept in (base.states or {}).items():
-        if name not in STATES:
+    from eoctl.expr.incremental import state_view
+
+    for name, schema in schemas.items():
+        kept = (base.states or {}).get(name)
+        if kept is None:
             continue
-        files = archive_files(kept.path, "parquet", "record index state")
-        if files:
-            con.execute(f"CREATE OR REPLACE VIEW {ident(state_view(name))} AS "
-                        f"SELECT * FROM read_parquet([{', '.join(repr_sql(f) for f in files)}])")
-        else:  # a state of no rows, as an engine that writes no file for it keeps it
-            types = {"string": "VARCHAR", "int64": "BIGINT"}
-            flat_table(con, state_view(name), [], {c: types[t] for c, t in STATES[name].schema.items()})
+        files = archive_files(kept.path, "parquet", "record index state") if kept.rows else []
+        columns = ", ".join(f"CAST({ident(c) if files else 'NULL'} AS {DuckDBType.to_string(t)}) AS {ident(c)}"
+                            for c, t in ibis.schema(schema).items())
+        # a state of no rows is read as none, whether the engine that kept it wrote a file or not
+        source = f"FROM read_parquet([{', '.join(repr_sql(f) for f in files)}])" if files else "WHERE false"
+        con.execute(f"CREATE OR REPLACE VIEW {ident(state_view(name))} AS SELECT {columns} {source}")
 
 
 def keep_state(con: duckdb.DuckDBPyConnection, run: IndexRun, name: str, sql: str) -> tuple[int, int]:

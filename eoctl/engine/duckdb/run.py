@@ -121,6 +121,12 @@ class DuckDBRun:
     def plans(self):
         return self.index.plans
 
+    def open_states(self, schemas: dict) -> None:
+        from eoctl.engine.duckdb import index as duckdb_index
+
+        assert self.index.base is not None
+        duckdb_index.open_states(self._settled(), self.index.base, schemas)
+
     def keep_state(self, name: str, sql: str) -> tuple[int, int]:
         from eoctl.engine.duckdb import index as duckdb_index
 

@@ -143,6 +143,7 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
     import ibis
     from ibis.backends.sql.datatypes import DuckDBType
 
+    from eoctl.expr.inputs import check_sink_columns
     from eoctl.stores.connection import store_named
 
     if sink.path is None:
@@ -167,10 +168,8 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
     except duckdb.Error as exc:  # unreadable files
         raise SourceError(f"sink {sink.name} cannot be read: {str(exc).splitlines()[0][:300]}") from None
     columns = {row[0]: DuckDBType.from_string(row[1]) for row in described}
-    for needed in [sink.message_id_column, *sink.key_columns, *(sink.value_columns or [])] if check_columns else []:
-        if needed not in columns:
-            raise SourceError(f"sink {sink.name} has no column {needed!r}",
-                              hint=f"columns: {', '.join(columns)}")
+    if check_columns:
+        check_sink_columns(sink, list(columns))
     return ibis.schema(columns)
 
 

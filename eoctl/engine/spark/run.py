@@ -91,6 +91,29 @@ class SparkRun:
     def plans(self):
         return self.records.plans
 
+    def open_states(self, schemas: dict) -> None:
+        """A view `state_<name>` of each state of `schemas` the recorded run kept, in those types
+        whichever engine wrote it (a state of no rows read as none, file or not)."""
+        import ibis
+        from ibis.backends.sql.datatypes import PySparkType
+        from pyspark.sql import functions as F
+
+        from eoctl.expr.incremental import state_view
+
+        base = self.records.base
+        assert base is not None
+        for name, schema in schemas.items():
+            kept = (base.states or {}).get(name)
+            if kept is None:
+                continue
+            types = {c: PySparkType.to_string(t) for c, t in ibis.schema(schema).items()}
+            if kept.rows:
+                df = self.spark.read.parquet(kept.path).select(*[F.col(c).cast(t).alias(c) for c, t in types.items()])
+            else:
+                df = self.spark.sql("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS `{c}`" for c, t in types.items())
+                                    ).where(F.lit(False))
+            df.createOrReplaceTempView(state_view(name))
+
     def keep_state(self, name: str, sql: str) -> tuple[int, int]:
         from eoctl.engine.spark.files import HadoopFiles
 
@@ -168,7 +191,6 @@ def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str],
     if records.base is not None:  # continuing: the checks read families of these (eoctl.expr.incremental)
         records.fresh.createOrReplaceTempView("fresh")
         records.indexed.createOrReplaceTempView("indexed")
-        _state_views(records)
     records.commits_frame().createOrReplaceTempView("commits")
     step("reading the store tables")
     scope.tables = _store_views(stores, list(records.endpoints), "sent_outbox" in inputs)
@@ -186,18 +208,6 @@ def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str],
     if "undecodable" in inputs:
         _undecodable_view(records)
     return scope
-
-
-def _state_views(records: SparkRecords) -> None:
-    """A view `state_<name>` of each state the recorded run kept (eoctl.expr.incremental.STATES),
-    with the state's own column types whichever engine wrote it."""
-    from eoctl.expr.incremental import STATES, state_view
-
-    for name, kept in (records.base.states or {}).items():
-        if name in STATES:
-            schema = STATES[name].schema
-            _typed(records.spark.read.schema(_ddl(schema)).parquet(kept.path), schema).createOrReplaceTempView(
-                state_view(name))
 
 
 @contextmanager
@@ -264,9 +274,12 @@ def _sink_views(stores: SparkStores, endpoints, scope: Scope) -> None:
     import ibis
     from ibis.backends.sql.datatypes import PySparkType
 
+    from eoctl.expr.inputs import check_sink_columns
+
     for name, ep in endpoints.items():
         for sink in ep.sinks:
             df = stores.sink(name, sink)
+            check_sink_columns(sink, df.columns)
             df.createOrReplaceTempView(scope.sink_view(name, sink))
             scope.sink_schemas[(name, sink.name)] = ibis.schema(
                 {f.name: PySparkType.from_string(f.dataType.simpleString()) for f in df.schema.fields})

@@ -17,7 +17,7 @@ from tests.helpers.audits import audit_duckdb
 from eoctl.config.model import Config
 from eoctl.options import AuditOptions
 from eoctl.findings import AuditReport
-from tests.helpers.chaos import append_orders, recorded_copy, settled
+from tests.helpers.chaos import append_orders, recorded_copy, settled, state_names
 from tests.helpers.findings import canonical, identities
 
 CODES = select_codes(None, None)
@@ -45,7 +45,7 @@ def full(config: Config, like: AuditReport) -> AuditReport:
 def test_since_last_on_duckdb_reports_what_a_full_audit_reports(tmp_path: Path) -> None:
     chaos = recorded_copy(tmp_path)
     first = recorded(chaos.config)
-    assert set(first.run["scan"].pop("states")) == set(STATES)
+    assert set(first.run["scan"].pop("states")) == state_names(chaos.config)
     assert first.run["scan"] == {"mode": "full", "new_records": first.scanned["records"], "indexed_records": 0}
     root = Path(incremental.records_root(chaos.config))
     assert [s.records for s in first.index.segments] == [first.scanned["records"]]
@@ -54,9 +54,12 @@ def test_since_last_on_duckdb_reports_what_a_full_audit_reports(tmp_path: Path) 
     appended = append_orders(chaos.config_path.parent, "part-1.parquet")
     incr = recorded(chaos.config, since_last=True)
     whole = full(chaos.config, incr)
-    assert set(incr.run["scan"].pop("states")) == set(STATES)
+    assert set(incr.run["scan"].pop("states")) == state_names(chaos.config)
+    assert incr.run["scan"].pop("sinks") == {"shipping/shipments": "new rows and the rows of the groups they or "
+                                                                   "the states name"}
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": appended,
-                                "indexed_records": first.scanned["records"], "continued": sorted(STATES)}
+                                "indexed_records": first.scanned["records"],
+                                "continued": sorted(state_names(chaos.config))}
     assert incr.scanned == whole.scanned
     assert canonical(incr) == canonical(whole)
     # the boundary cases are there: each pairs an appended record with one the index holds

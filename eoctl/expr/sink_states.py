@@ -1,0 +1,164 @@
+"""What EO501 and EO502 read of a sink with a `watermark_column` in an incremental audit
+(`audit --since-last`, eoctl.expr.incremental), written once for both engines.
+
+A recorded run keeps, per such sink, three small states named after a digest of the sink's
+configuration (`sink_<digest>_...`: another table, other columns or another watermark is another
+sink, read whole once):
+- `mark`: the highest watermark the run saw (as an integer, see `ordinal`), taken before any check;
+- `applied_twice`: EO501's message ids with more than one row;
+- `differing_keys`: EO502's keys whose rows hold more than one value.
+
+The next run's *new rows* are those at or above the mark, or without a watermark. EO501 then
+reads every row of the message ids the new rows or `applied_twice` hold; EO502 every row of the
+keys the new rows or `differing_keys` hold (views `sink_<i>_by_message`, `sink_<i>_by_key`). The
+checks are the full audit's, over those rows.
+
+Why the findings are the full audit's: each view holds every row of each group it holds, so the
+evidence of a group it holds is the full audit's. A group it does not hold had no new row, so
+every row of it was there when the recorded run read the sink (every write sets the watermark
+above all earlier ones, and the mark was taken before the run read anything): then it had one
+row, or one value, or it would be in the state. Deleting rows only shrinks groups, and an update
+is a write. The states of this run are the same aggregates over the same views: by induction they
+hold every group of their kind in the whole sink.
+
+EO202 and EO503 still read the sink whole (they look every message id up in it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import ibis
+import ibis.expr.datatypes as dt
+
+from eoctl.expr import sinks
+from eoctl.expr.functions import Dialect, epoch_micros
+
+if TYPE_CHECKING:
+    import ibis.expr.types as ir
+
+    from eoctl.config.model import SinkConfig
+    from eoctl.expr.inputs import Scope
+
+MARK_SCHEMA = {"mark": "int64"}
+APPLIED_TWICE_SCHEMA = {"source_message_id": "string"}
+
+
+def digest(endpoint: str, sink: SinkConfig) -> str:
+    """A digest of what the sink's states depend on: where its rows are and which columns mean what."""
+    fields = sink.model_dump(mode="json", exclude={"every_message", "num_partitions", "partition_column"})
+    text = json.dumps({"endpoint": endpoint, **fields}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def mark_state(endpoint: str, sink: SinkConfig) -> str:
+    return f"sink_{digest(endpoint, sink)}_mark"
+
+
+def applied_twice_state(endpoint: str, sink: SinkConfig) -> str:
+    return f"sink_{digest(endpoint, sink)}_applied_twice"
+
+
+def differing_keys_state(endpoint: str, sink: SinkConfig) -> str:
+    return f"sink_{digest(endpoint, sink)}_differing_keys"
+
+
+def state_names(endpoint: str, sink: SinkConfig) -> list[str]:
+    names = [mark_state(endpoint, sink), applied_twice_state(endpoint, sink)]
+    return [*names, differing_keys_state(endpoint, sink)] if sink.key_columns else names
+
+
+def mark_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
+    """The kept table of the sink's highest watermark now (one row)."""
+    return f"{scope.sink_view(endpoint, sink)}_mark"
+
+
+def by_message_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
+    return f"{scope.sink_view(endpoint, sink)}_by_message"
+
+
+def by_key_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
+    return f"{scope.sink_view(endpoint, sink)}_by_key"
+
+
+def watermark_type(scope: Scope, endpoint: str, sink: SinkConfig) -> dt.DataType:
+    return scope.sink_schemas[(endpoint, sink.name)][sink.watermark_column]
+
+
+def ordered(kind: dt.DataType) -> bool:
+    """Whether a watermark of this type can be kept as a mark: an integer or a time."""
+    return (kind.is_integer() or kind.is_timestamp() or kind.is_date()
+            or (kind.is_decimal() and kind.scale == 0 and (kind.precision or 38) <= 18))
+
+
+def watermarked(scope: Scope) -> Iterator[tuple[str, SinkConfig]]:
+    """The judged endpoints' sinks with a watermark column of a type a mark can keep."""
+    for name, ep in scope.endpoints.items():
+        for sink in ep.sinks:
+            if sink.watermark_column and (name, sink.name) in scope.sink_schemas \
+                    and ordered(watermark_type(scope, name, sink)):
+                yield name, sink
+
+
+def ordinal(value: ir.Value, dialect: Dialect) -> ir.IntegerValue:
+    """A watermark as an integer in its order, alike on both engines: a time as microseconds
+    since the epoch (one without a zone taken as UTC), an integer as itself. (Not a float: Ibis
+    compiles a float column for Spark only with its PySpark backend loaded.)"""
+    if value.type().is_date():
+        value = value.cast("timestamp")
+    if value.type().is_timestamp():
+        return epoch_micros(value, dialect)
+    return value.cast("int64")
+
+
+def mark(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect) -> ir.Table:
+    """The sink's highest watermark now (its `mark` state for the next run)."""
+    rows = scope.sink(endpoint, sink)
+    return rows.aggregate(mark=ordinal(rows[sink.watermark_column], dialect).max())
+
+
+def _kept(name: str, schema) -> ir.Table:
+    from eoctl.expr.incremental import state_view
+
+    return ibis.table(ibis.schema(schema), name=state_view(name))
+
+
+def key_schema(scope: Scope, endpoint: str, sink: SinkConfig) -> dict[str, dt.DataType]:
+    columns = scope.sink_schemas[(endpoint, sink.name)]
+    return {k: columns[k] for k in sink.key_columns}
+
+
+def new_rows(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect) -> ir.Table:
+    """The rows written since the recorded run read the sink: at or above its mark, or without a
+    watermark (a NULL mark: the sink was empty then)."""
+    rows = scope.sink(endpoint, sink)
+    before = _kept(mark_state(endpoint, sink), MARK_SCHEMA).mark.max()
+    return rows.filter(ibis.coalesce(ordinal(rows[sink.watermark_column], dialect) >= before, True))
+
+
+def by_message(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect) -> ir.Table:
+    """EO501's rows: every row of the message ids of the new rows and of `applied_twice`."""
+    rows = scope.sink(endpoint, sink)
+    column = sink.message_id_column
+    new = new_rows(scope, endpoint, sink, dialect)
+    ids = new.select(source_message_id=new[column].cast("string")).union(
+        _kept(applied_twice_state(endpoint, sink), APPLIED_TWICE_SCHEMA))
+    return rows.filter(rows[column].cast("string").isin(ids.source_message_id))
+
+
+def by_key(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect) -> ir.Table:
+    """EO502's rows: every row of the keys of the new rows and of `differing_keys` (null-safe: a
+    NULL key is a group of its own, as in the check)."""
+    rows = scope.sink(endpoint, sink)
+    columns = list(sink.key_columns)
+    keys = new_rows(scope, endpoint, sink, dialect).select(columns).union(
+        _kept(differing_keys_state(endpoint, sink), key_schema(scope, endpoint, sink))).distinct()
+    return rows.semi_join(keys, [rows[k].identical_to(keys[k]) for k in columns])
+
+
+def applied_twice(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
+    """The `applied_twice` state: EO501's message ids over `scope`'s rows of the sink."""
+    return sinks.messages_applied_twice(scope.sink(endpoint, sink), sink).select("source_message_id")
