@@ -186,6 +186,38 @@ def test_sink_rows_added_removed_or_rewritten_after_the_last_run_are_seen(spark,
 
 
 @pytest.mark.integration
+def test_a_watermark_that_cannot_be_kept_reads_the_sink_whole_and_says_why(spark, tmp_path: Path) -> None:
+    """A watermark column of text is no mark: the sink is read whole, as a full audit reads it,
+    and run.scan says why. A watermark column the sink lacks is a configuration problem, the same
+    one line on both engines."""
+    import duckdb
+
+    from eoctl.errors import SourceError
+
+    chaos = recorded_copy(tmp_path)
+    text = chaos.config_path.read_text()
+    chaos.config_path.write_text(text.replace('watermark_column = "applied_at"', 'watermark_column = "invoice_id"'))
+    config = load_config(chaos.config_path)
+    codes = select_codes(["EO5"], None)
+    _recorded(None, config, codes)
+    with duckdb.connect(chaos.store_target) as db:  # another invoice for an old order: EO502
+        db.execute("insert into shipping.shipments select 'late-0', order_id, 'inv-late', source_message_id, now() "
+                   "from shipping.shipments where order_id = 0")
+    incr = _recorded(None, config, codes, since_last=True)
+    assert incr.run["scan"]["sinks"] == {"shipping/shipments": "whole: its watermark_column invoice_id holds string, "
+                                                               "not an integer or a time"}
+    assert set(incr.run["scan"]["continued"]) == set(STATES)
+    assert 0 in _sinkidentities(incr)["EO502"] and _sinkidentities(incr) == _sink_truth(chaos.store_target)
+
+    chaos.config_path.write_text(text.replace('watermark_column = "applied_at"', 'watermark_column = "written_at"'))
+    config = load_config(chaos.config_path)
+    for engine in (None, spark):
+        with pytest.raises(SourceError, match="sink shipments has no column 'written_at'") as refused:
+            _recorded(engine, config, codes, since_last=True)
+        assert "applied_at" in (refused.value.hint or "")
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("engine", ["spark", "duckdb"])
 def test_token_checks_after_offsets_moved_back_or_old_tokens_restored(spark, tmp_path: Path, engine: str) -> None:
     import duckdb

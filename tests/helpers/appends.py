@@ -1,8 +1,9 @@
 """Random changes to a copy of the chaos sample between two audits, as a pipeline makes them: records
 appended to billing's `orders` archive (new messages, redeliveries across the boundary, regenerated
 tokens, reused sequences, sequence gaps opened and closed, new attempts of a causation, records
-without headers), rows added to billing's `invoices` sink, tokens deleted from its store, and its
-consumer's committed offsets moved (either way). What tests/test_incremental_property.py draws.
+without headers), rows added to billing's `invoices` sink (for a message, or another invoice's
+key), sink rows rewritten (which moves the watermark) or deleted, tokens deleted from its store,
+and its consumer's committed offsets moved (either way). What tests/test_incremental_property.py draws.
 """
 
 from __future__ import annotations
@@ -14,20 +15,22 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-#: billing's invoices as a sink that must hold every message (EO501, EO503 and EO202 read it)
+#: billing's invoices as a sink that must hold every message (EO501, EO503 and EO202 read it),
+#: keyed by invoice (EO502), whose increasing order_id every write sets (its watermark column)
 BILLING_SINK = """
 [[endpoints.billing.sinks]]
 name = "invoices"
 store = "billing"
 table = "invoices"
 message_id_column = "source_message_id"
-key_columns = ["order_id"]
+key_columns = ["invoice_id"]
 every_message = true
+watermark_column = "order_id"
 """
 
 # an operation: (kind, a number choosing the record or partition, a second number)
 KINDS = ("new", "redeliver", "regenerate", "reuse_sequence", "gap", "close_gap", "new_attempt", "no_headers",
-         "sink_row", "delete_token", "commit")
+         "sink_row", "sink_conflict", "sink_rewrite", "sink_delete", "delete_token", "commit")
 operations = st.tuples(st.sampled_from(KINDS), st.integers(0, 1_000), st.integers(-3, 3))
 #: a step: the operations applied between two audits
 steps = st.lists(operations, min_size=1, max_size=6)
@@ -81,6 +84,18 @@ class Pipeline:
             elif kind == "sink_row":
                 self._store(f"insert into billing.invoices select coalesce(max(order_id), 0) + 1, 'late', 1, '', "
                             f"{_text(_header(row, 'eo-message-id'))}, 'late' from billing.invoices")
+            elif kind == "sink_conflict":  # another invoice's key, another amount
+                self._store(f"insert into billing.invoices select (select max(order_id) + 1 from billing.invoices), "
+                            f"invoice_id, amount + 1, blob_name, {_text(_header(row, 'eo-message-id'))}, 'late' "
+                            f"from billing.invoices order by order_id limit 1 offset {n} % (select count(*) from "
+                            "billing.invoices)")
+            elif kind == "sink_rewrite":  # a write sets the watermark
+                self._store(f"update billing.invoices set amount = amount + 1, order_id = (select max(order_id) + 1 "
+                            f"from billing.invoices) where order_id = (select order_id from billing.invoices "
+                            f"order by order_id limit 1 offset {n} % (select count(*) from billing.invoices))")
+            elif kind == "sink_delete":
+                self._store(f"delete from billing.invoices where order_id = (select order_id from billing.invoices "
+                            f"order by order_id limit 1 offset {n} % (select count(*) from billing.invoices))")
             elif kind == "delete_token":
                 self._store(f"delete from billing.eo_tokens where token_id = {_text(_header(row, 'eo-token-id'))}")
             elif kind == "commit":

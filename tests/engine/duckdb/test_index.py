@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from eoctl import incremental
-from eoctl.expr.incremental import STATES
 from eoctl.audit import select_codes
 from tests.helpers.audits import audit_duckdb
 from eoctl.config.model import Config

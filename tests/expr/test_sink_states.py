@@ -1,0 +1,80 @@
+"""eoctl.expr.sink_states: a sink's watermark kept as an integer alike on both engines (a run may
+alternate them), and states named after the sink's configuration."""
+
+from __future__ import annotations
+
+import pytest
+
+from eoctl.config.model import SinkConfig
+from eoctl.expr import sink_states
+
+#: one watermark of each kind a mark keeps, as DuckDB and Spark SQL write it, and the integer both must give
+_WATERMARKS = {
+    "wall_time": ("TIMESTAMP '2026-01-01 00:00:00.000001'", "TIMESTAMP_NTZ '2026-01-01 00:00:00.000001'",
+                  "timestamp", 1_767_225_600_000_001),
+    "instant": ("TIMESTAMPTZ '2026-01-01 01:00:00.000002+01:00'", "TIMESTAMP '2026-01-01 01:00:00.000002+01:00'",
+                "timestamp('UTC')", 1_767_225_600_000_002),
+    "day": ("DATE '2026-01-02'", "DATE '2026-01-02'", "date", 1_767_312_000_000_000),
+    "id": ("CAST(9007199254740993 AS BIGINT)", "CAST(9007199254740993 AS BIGINT)", "int64", 9_007_199_254_740_993),
+    "numeric_id": ("CAST(12345 AS DECIMAL(18, 0))", "CAST(12345 AS DECIMAL(18, 0))", "decimal(18, 0)", 12_345),
+}
+
+
+def _ordinals(run_sql, dialect, which: int) -> dict[str, int]:
+    import ibis
+
+    from eoctl.expr.functions import compile_sql
+
+    out = {}
+    for name, (*literals, kind, _expected) in _WATERMARKS.items():
+        t = ibis.table({"w": kind}, name="watermarks")
+        sql = compile_sql(t.select(o=sink_states.ordinal(t.w, dialect)), dialect)
+        out[name] = run_sql(f"SELECT {literals[which]} AS w", sql)
+    return out
+
+
+@pytest.mark.integration
+def test_a_watermark_is_the_same_integer_on_both_engines(spark) -> None:
+    import duckdb
+
+    from eoctl.expr.functions import Dialect
+
+    def on_duckdb(source: str, sql: str) -> int:
+        con = duckdb.connect()
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute(f"CREATE VIEW watermarks AS {source}")
+        return con.execute(sql).fetchone()[0]
+
+    def on_spark(source: str, sql: str) -> int:
+        spark.sql(source).createOrReplaceTempView("watermarks")
+        return spark.sql(sql).collect()[0][0]
+
+    expected = {name: w[-1] for name, w in _WATERMARKS.items()}
+    assert _ordinals(on_duckdb, Dialect.duckdb, 0) == expected
+    assert _ordinals(on_spark, Dialect.spark, 1) == expected
+
+
+@pytest.mark.unit
+def test_only_integers_and_times_are_kept_as_marks() -> None:
+    import ibis.expr.datatypes as dt
+
+    kept = [dt.int32, dt.int64, dt.timestamp, dt.Timestamp(timezone="UTC"), dt.date, dt.Decimal(18, 0)]
+    refused = [dt.string, dt.float64, dt.Decimal(18, 2), dt.Decimal(38, 0), dt.boolean]
+    assert all(sink_states.ordered(k) for k in kept)
+    assert not any(sink_states.ordered(k) for k in refused)
+
+
+@pytest.mark.unit
+def test_the_states_are_named_after_what_the_sink_is() -> None:
+    sink = SinkConfig(name="invoices", store="billing", table="invoices", message_id_column="source_message_id",
+                      key_columns=["invoice_id"], watermark_column="applied_at")
+    names = sink_states.state_names("billing", sink)
+    assert len(names) == 3 and all(n.startswith("sink_") for n in names)
+    # whether it must hold every message changes what a check reads of it, not what its rows are
+    assert sink_states.state_names("billing", sink.model_copy(update={"every_message": True})) == names
+    for change in ({"table": "invoices_v2"}, {"key_columns": ["order_id"]}, {"watermark_column": "written_at"},
+                   {"message_id_column": "message_id"}, {"value_columns": ["amount"]}):
+        assert sink_states.state_names("billing", sink.model_copy(update=change))[0] != names[0], change
+    assert sink_states.state_names("shipping", sink)[0] != names[0]
+    # without key columns there is no EO502 state
+    assert len(sink_states.state_names("billing", sink.model_copy(update={"key_columns": []}))) == 2
