@@ -146,13 +146,17 @@ def keep_states(engine: EngineRun, continuation: Continuation, kept: set[str]) -
     """Write the states of eoctl.expr.incremental.states for the next run into this run's part of
     the record index: from a table the run kept where it holds the same rows, else built over the
     family's records or the sink's. name -> (rows, bytes)."""
+    import ibis
+
     from eoctl.expr import compile_sql
     from eoctl.expr.incremental import states
 
     out = {}
     for name, state in states(engine.scope).items():
-        sql = (f"SELECT * FROM {state.shared}" if state.shared in kept
-               else compile_sql(state.build(continuation, engine.scope, engine.dialect), engine.dialect))
+        # a kept table may hold more columns than the state (EO501's counts): the state's only
+        rows = (ibis.table(ibis.schema(state.schema), name=state.shared) if state.shared in kept
+                else state.build(continuation, engine.scope, engine.dialect))
+        sql = compile_sql(rows.select(*state.schema), engine.dialect)
         out[name] = engine.keep_state(name, sql)
     return out
 

@@ -77,6 +77,8 @@ def shared_tables(codes: list[str], scope: Scope, records: ir.Table, dialect: Di
             out[name] = continuation.ranges(dialect)
         else:
             out[name] = build(continuation.records_of(users[0]), dialect)
+    if "EO501" in codes:  # over the rows EO501 reads (eoctl.expr.sink_states)
+        out.update(sinks.messages_applied_twice(continuation.scope_for("EO501", scope) if continuation else scope))
     if "EO502" in codes:  # over the rows EO502 reads (eoctl.expr.sink_states)
         out.update(sinks.differing_keys(continuation.scope_for("EO502", scope) if continuation else scope, dialect))
     return out

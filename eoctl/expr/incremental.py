@@ -109,7 +109,7 @@ def states(scope: Scope) -> dict[str, State]:
         out[sink_states.applied_twice_state(endpoint, sink)] = State(
             sink_states.APPLIED_TWICE_SCHEMA, None,
             lambda c, scope, dialect, e=endpoint, s=sink: sink_states.applied_twice(c.scope_for("EO501", scope), e, s),
-            "")
+            sinks.applied_twice_view(scope, endpoint, sink))
         if sink.key_columns:
             view = sinks.differing_keys_view(scope, endpoint, sink)
             out[sink_states.differing_keys_state(endpoint, sink)] = State(

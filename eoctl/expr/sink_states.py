@@ -161,4 +161,5 @@ def by_key(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect) -> i
 
 def applied_twice(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
     """The `applied_twice` state: EO501's message ids over `scope`'s rows of the sink."""
-    return sinks.messages_applied_twice(scope.sink(endpoint, sink), sink).select("source_message_id")
+    return sinks.messages_applied_twice(scope)[sinks.applied_twice_view(scope, endpoint, sink)].select(
+        "source_message_id")

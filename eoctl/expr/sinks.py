@@ -21,18 +21,34 @@ def _sinks(scope: Scope):
 
 
 def applied_twice(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
-    """EO501: more than one sink row for one source message: its effect was applied twice."""
+    """EO501: more than one sink row for one source message: its effect was applied twice. The
+    messages are the kept applied_twice_view (messages_applied_twice)."""
     for name, sink in _sinks(scope):
-        yield Hit("EO501", name, sink.name, messages_applied_twice(scope.sink(name, sink), sink))
+        yield Hit("EO501", name, sink.name, ibis.table(ibis.schema(APPLIED_TWICE_SCHEMA),
+                                                       name=applied_twice_view(scope, name, sink)))
 
 
-def messages_applied_twice(rows: ir.Table, sink) -> ir.Table:
-    """EO501's evidence of one sink: each source message id with more than one row, and how many."""
-    ids = rows.select(source_message_id=rows[sink.message_id_column].cast("string"))
-    # a row without a source message id is not a copy of any message
-    ids = ids.filter(ids.source_message_id.notnull())
-    g = ids.group_by("source_message_id").aggregate(rows=ibis._.count())
-    return g.filter(g.rows > 1)
+#: EO501's evidence: a source message id with more than one row, and how many
+APPLIED_TWICE_SCHEMA = {"source_message_id": "string", "rows": "int64"}
+
+
+def applied_twice_view(scope: Scope, name: str, sink) -> str:
+    return f"{scope.sink_view(name, sink)}_applied_twice"
+
+
+def messages_applied_twice(scope: Scope) -> dict[str, ir.Table]:
+    """Per sink, each source message id with more than one row, and how many. Kept by the engine
+    before EO501 runs (catalog.shared_tables): an incremental audit keeps the same rows as a state
+    for the next run (eoctl.expr.sink_states) without reading the sink again."""
+    out = {}
+    for name, sink in _sinks(scope):
+        rows = scope.sink(name, sink)
+        ids = rows.select(source_message_id=rows[sink.message_id_column].cast("string"))
+        # a row without a source message id is not a copy of any message
+        ids = ids.filter(ids.source_message_id.notnull())
+        g = ids.group_by("source_message_id").aggregate(rows=ibis._.count().cast("int64"))
+        out[applied_twice_view(scope, name, sink)] = g.filter(g.rows > 1)
+    return out
 
 
 def _keyed_sinks(scope: Scope):
