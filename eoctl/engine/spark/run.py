@@ -115,12 +115,18 @@ class SparkRun:
             df.createOrReplaceTempView(state_view(name))
 
     def keep_state(self, name: str, sql: str) -> tuple[int, int]:
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
         from eoctl.engine.spark.files import HadoopFiles
 
         assert self._index_path is not None
         folder = f"{self._index_path}/state/{name}"
-        self.spark.sql(sql).write.mode("overwrite").option("compression", "zstd").parquet(folder)
-        return self.spark.read.parquet(folder).count(), HadoopFiles(self.spark).size(folder)
+        # counted while written (an observed metric), not by a job reading the files back
+        rows = Observation(f"state_{name}")
+        self.spark.sql(sql).observe(rows, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").option(
+            "compression", "zstd").parquet(folder)
+        return int(rows.get["rows"]), HadoopFiles(self.spark).size(folder)
 
     def keep_index(self, run_id: str, stats: list, states: dict[str, tuple[int, int]]) -> RecordIndex:
         from eoctl.engine.spark.records import keep
