@@ -44,7 +44,7 @@ import ibis
 
 from eoctl.expr import outbox, sink_states, sinks, topics
 from eoctl.expr.functions import Dialect
-from eoctl.expr.inputs import Scope, store_table
+from eoctl.expr.inputs import Scope, state_table, store_table
 from eoctl.expr.records import records_table
 
 if TYPE_CHECKING:
@@ -132,16 +132,12 @@ class Probe:
 CANDIDATES = "records_candidates"
 
 
-def state_view(name: str) -> str:
-    return f"state_{name}"
-
-
 def family_view(family: str) -> str:
     return f"records_{family}"
 
 
 def _state(name: str) -> ir.Table:
-    return ibis.table(ibis.schema(STATES[name].schema), name=state_view(name))
+    return state_table(name, STATES[name].schema)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@
   column names (eoctl.stores.layout) and `ep`, eoctl's name of the endpoint they were read for;
 - `log_starts`: each input partition's first offset (an archive's lowest, a topic's log start);
 - `transactions`: partitions of live inputs with a hanging transaction (broker metadata);
+- `state_<name>`: continuing an incremental audit, a state the recorded run kept
+  (eoctl.expr.incremental);
 - `sink_<i>`, `blobs_<i>`: a sink's rows and a blob prefix's listing (name, size, modified,
   actual_sha256), one per configured sink and blob prefix (Scope.sink_view, Scope.blob_view).
 
@@ -48,6 +50,15 @@ BLOB_LISTING_SCHEMA = {"name": "string", "size": "int64", "modified": "timestamp
 
 def store_table(kind: str) -> ir.Table:
     return ibis.table(ibis.schema({"ep": "string", **STORE_SCHEMAS[kind]}), name=kind)
+
+
+def state_view(name: str) -> str:
+    """The view of a state the recorded run kept (eoctl.expr.incremental)."""
+    return f"state_{name}"
+
+
+def state_table(name: str, schema) -> ir.Table:
+    return ibis.table(ibis.schema(schema), name=state_view(name))
 
 
 def log_starts_table() -> ir.Table:

@@ -36,6 +36,7 @@ import ibis.expr.datatypes as dt
 
 from eoctl.expr import sinks
 from eoctl.expr.functions import Dialect, epoch_micros
+from eoctl.expr.inputs import state_table
 
 if TYPE_CHECKING:
     import ibis.expr.types as ir
@@ -120,12 +121,6 @@ def mark(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect) -> ir.
     return rows.aggregate(mark=ordinal(rows[sink.watermark_column], dialect).max())
 
 
-def _kept(name: str, schema) -> ir.Table:
-    from eoctl.expr.incremental import state_view
-
-    return ibis.table(ibis.schema(schema), name=state_view(name))
-
-
 def key_schema(scope: Scope, endpoint: str, sink: SinkConfig) -> dict[str, dt.DataType]:
     columns = scope.sink_schemas[(endpoint, sink.name)]
     return {k: columns[k] for k in sink.key_columns}
@@ -135,7 +130,7 @@ def new_rows(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect) ->
     """The rows written since the recorded run read the sink: at or above its mark, or without a
     watermark (a NULL mark: the sink was empty then)."""
     rows = scope.sink(endpoint, sink)
-    before = _kept(mark_state(endpoint, sink), MARK_SCHEMA).mark.max()
+    before = state_table(mark_state(endpoint, sink), MARK_SCHEMA).mark.max()
     return rows.filter(ibis.coalesce(ordinal(rows[sink.watermark_column], dialect) >= before, True))
 
 
@@ -145,7 +140,7 @@ def by_message(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect) 
     column = sink.message_id_column
     new = new_rows(scope, endpoint, sink, dialect)
     ids = new.select(source_message_id=new[column].cast("string")).union(
-        _kept(applied_twice_state(endpoint, sink), APPLIED_TWICE_SCHEMA))
+        state_table(applied_twice_state(endpoint, sink), APPLIED_TWICE_SCHEMA))
     return rows.filter(rows[column].cast("string").isin(ids.source_message_id))
 
 
@@ -155,7 +150,7 @@ def by_key(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect) -> i
     rows = scope.sink(endpoint, sink)
     columns = list(sink.key_columns)
     keys = new_rows(scope, endpoint, sink, dialect).select(columns).union(
-        _kept(differing_keys_state(endpoint, sink), key_schema(scope, endpoint, sink))).distinct()
+        state_table(differing_keys_state(endpoint, sink), key_schema(scope, endpoint, sink))).distinct()
     return rows.semi_join(keys, [rows[k].identical_to(keys[k]) for k in columns])
 
 

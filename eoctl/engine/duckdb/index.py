@@ -142,7 +142,7 @@ def open_states(con: duckdb.DuckDBPyConnection, base: RecordIndex, schemas: dict
     import ibis
     from ibis.backends.sql.datatypes import DuckDBType
 
-    from eoctl.expr.incremental import state_view
+    from eoctl.expr.inputs import state_view
 
     for name, schema in schemas.items():
         kept = (base.states or {}).get(name)

@@ -98,7 +98,7 @@ class SparkRun:
         from ibis.backends.sql.datatypes import PySparkType
         from pyspark.sql import functions as F
 
-        from eoctl.expr.incremental import state_view
+        from eoctl.expr.inputs import state_view
 
         base = self.records.base
         assert base is not None
