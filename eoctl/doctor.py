@@ -407,9 +407,7 @@ class _Doctor:
                     columns = list(read_sink(self.duck, self.config, sink, "doctor_sink", {}, check_columns=False))
                 else:
                     columns = read_table(self.spark, self.config, sink).columns
-                needed = [sink.message_id_column, *sink.key_columns, *sink.value_columns,
-                          *([sink.watermark_column] if sink.watermark_column else [])]
-                missing = [c for c in needed if c not in columns]
+                missing = [c for c in sink.configured_columns if c not in columns]
                 if missing:
                     raise EoctlError(f"sink lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
                 return f"{len(columns)} columns, {sink.message_id_column} present"

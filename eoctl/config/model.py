@@ -383,6 +383,12 @@ class SinkConfig(TableSource):
                           "time, an increasing id): with it, audit --since-last reads only rows written since "
                           "the last recorded run, and the rows of the keys they touch")
 
+    @property
+    def configured_columns(self) -> list[str]:
+        """Every column the configuration names: the sink must have each."""
+        return [self.message_id_column, *self.key_columns, *self.value_columns,
+                *([self.watermark_column] if self.watermark_column else [])]
+
 
 class EndpointConfig(Strict):
     store: str | None = Field(None, description="store holding this endpoint's tokens, outbox, intents")

@@ -77,9 +77,7 @@ def check_sink_columns(sink: SinkConfig, columns: list[str]) -> None:
     """A SourceError naming the first configured column the sink lacks, and the columns it has."""
     from eoctl.errors import SourceError
 
-    configured = [sink.message_id_column, *sink.key_columns, *sink.value_columns,
-                  *([sink.watermark_column] if sink.watermark_column else [])]
-    for needed in configured:
+    for needed in sink.configured_columns:
         if needed not in columns:
             raise SourceError(f"sink {sink.name} has no column {needed!r}", hint=f"columns: {', '.join(columns)}")
 
