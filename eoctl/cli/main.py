@@ -234,7 +234,7 @@ def _report(exc: BaseException, debug: bool) -> int:
 
     from eoctl import interrupts
     from eoctl.engine.errors import describe as describe_engine_error
-    from eoctl.engine.errors import message_of, write_failure
+    from eoctl.engine.errors import message_of, out_of_memory, write_failure
 
     if isinstance(exc, SystemExit):
         raise exc
@@ -275,6 +275,10 @@ def _report(exc: BaseException, debug: bool) -> int:
     if unreadable:  # a truncated or corrupt file: which, and why, is what the operator needs
         print(f"eoctl: error: {mask_text(unreadable)} (a half-written or corrupt file: restore it or move it away)",
               file=sys.stderr)
+        return int(ExitCode.RUNTIME)
+    short = out_of_memory(message)
+    if short:
+        print(f"eoctl: error: {mask_text(short)}", file=sys.stderr)
         return int(ExitCode.RUNTIME)
     if debug:
         return int(ExitCode.RUNTIME)

@@ -64,3 +64,27 @@ def write_failure(exc: BaseException, text: str) -> str | None:
     if found is not None:
         return f"cannot write {found.group(1)}: {found.group(2).strip()}"
     return None
+
+
+_DUCKDB_MEMORY = re.compile(r"Out of Memory Error: ([^\n]*)")
+_JVM_MEMORY = re.compile(r"java\.lang\.OutOfMemoryError: ([^\n]*)")
+
+
+def out_of_memory(text: str) -> str | None:
+    """'the ENGINE engine ran out of memory: DETAIL (what to set)' when an engine's message `text`
+    says it did; None otherwise. Not a fault of the data: the operator gives it more room."""
+    duck = _DUCKDB_MEMORY.search(text)
+    if duck is not None:
+        return (f"the DuckDB engine ran out of memory: {duck.group(1).strip()[:200]} (raise [engine] memory_limit, "
+                "or run on Spark: eoctl --engine spark)")
+    jvm = _JVM_MEMORY.search(text)
+    if jvm is not None:
+        return (f"the Spark engine ran out of memory: {jvm.group(1).strip()[:200]} (raise spark.driver.memory or "
+                "spark.executor.memory in [engine.conf])")
+    return None
+
+
+def said_by_main(text: str) -> bool:
+    """Whether main() says an engine error of message `text` in its own words (a file cut short,
+    memory run out): a reader then lets it through rather than blame the source it was reading."""
+    return describe(text) is not None or out_of_memory(text) is not None

@@ -190,9 +190,9 @@ def misfit_parquet_files(con: duckdb.DuckDBPyConnection, files: list[str]) -> li
         rows = con.execute(f"SELECT file_name, list(DISTINCT name) FROM parquet_schema([{listed}]) "
                            "GROUP BY file_name ORDER BY file_name").fetchall()
     except Exception as exc:  # a file cut short or of another format: main() names it, as on Spark
-        from eoctl.engine.errors import describe
+        from eoctl.engine.errors import said_by_main
 
-        if describe(str(exc)) is not None:
+        if said_by_main(str(exc)):
             raise
         raise SourceError(f"topic archive cannot be read as parquet: {str(exc).splitlines()[0]}") from None
     # nested fields are listed too (headers' key and value): the columns only a record has at top
@@ -204,10 +204,10 @@ def _parquet_columns(con: duckdb.DuckDBPyConnection, listed: str) -> dict[str, s
     try:
         rows = con.execute(f"DESCRIBE SELECT * FROM read_parquet([{listed}])").fetchall()
     except Exception as exc:  # duckdb raises one class per cause; the first line says which
-        from eoctl.engine.errors import describe
+        from eoctl.engine.errors import said_by_main
 
-        if describe(str(exc)) is not None:
-            raise  # a file cut short or of another format: main() names it as on Spark
+        if said_by_main(str(exc)):
+            raise  # a file cut short or of another format, memory run out: main() names it as on Spark
         raise SourceError(f"topic archive cannot be read as parquet: {str(exc).splitlines()[0]}") from None
     return {row[0]: row[1] for row in rows}
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from eoctl.config.model import Config, SinkConfig
 from eoctl.engine.duckdb.files import archive_files, visible_files
 from eoctl.engine.duckdb.sql import flat_table, ident, repr_sql, sql_utc_wall_time
+from eoctl.engine.errors import out_of_memory
 from eoctl.errors import SourceError
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
             con.execute(f"CREATE OR REPLACE VIEW {view} AS " + " UNION ALL ".join(selects))
             con.execute(f"SELECT * FROM {view} LIMIT 0").fetchall()  # a column of the wrong type fails here
         except duckdb.Error as exc:  # a column of the wrong type
+            if out_of_memory(str(exc)):  # not the tables' fault: main() says so
+                raise
             raise SourceError(f"the {kind} tables cannot be read: {str(exc).splitlines()[0][:300]}") from None
     return present
 
@@ -166,6 +169,8 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
         con.execute(f"CREATE OR REPLACE VIEW {ident(view)} AS SELECT * FROM {source}")
         described = con.execute(f"DESCRIBE {ident(view)}").fetchall()
     except duckdb.Error as exc:  # unreadable files
+        if out_of_memory(str(exc)):  # not the tables' fault: main() says so
+            raise
         raise SourceError(f"sink {sink.name} cannot be read: {str(exc).splitlines()[0][:300]}") from None
     columns = {row[0]: DuckDBType.from_string(row[1]) for row in described}
     if check_columns:
