@@ -63,6 +63,20 @@ def append(out: Path, k: int, name: str, tag: str) -> None:
     add_sink_rows(out, k - 10, tag)
 
 
+def copy_state(source: Path, out: Path) -> dict:
+    """A generated state copied to `out`: the files a run only adds to (topic archive, sink, blobs)
+    linked, the ones it changes (the store, the configuration) copied; its ground truth."""
+    import json
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(source, out, copy_function=os.link,
+                    ignore=shutil.ignore_patterns("eoctl-history*", "state.duckdb*", "eoctl.toml"))
+    for name in ("state.duckdb", "eoctl.toml"):
+        shutil.copy(source / name, out / name)
+    return json.loads((out / "ground_truth.json").read_text())
+
+
 def add_tokens(out: Path, n: int, tag: str) -> None:
     """The appended new messages are in flight: the consumer's token store holds their tokens, as
     the sender registered them (without, each would be a silent loss, EO202)."""
@@ -186,6 +200,8 @@ def main() -> int:
     ap.add_argument("--start-broker", action="store_true", help="a live topic on the test bed's broker")
     ap.add_argument("--codes", help="`all`, or codes separated by commas (default: the eleven of CODES)")
     ap.add_argument("--memory-limit", help="[engine] memory_limit of the DuckDB engine (e.g. 1.5GB)")
+    ap.add_argument("--from-state", type=Path, help="a state samples/generator.py wrote before (--records and "
+                    "--in-flight as it was written with), copied instead of generated again (100M records: 6 min)")
     ap.add_argument("--engine", choices=("spark", "duckdb"), default="spark",
                     help="the engine of every run (each engine keeps its own state folder under --work)")
     args = ap.parse_args()
@@ -211,8 +227,12 @@ def bench(args: argparse.Namespace) -> int:
     topic = f"incr-bench-{args.records}-{int(time.time())}" if args.kafka else "orders"
     t = time.monotonic()
     processed = 1 - args.in_flight / args.records if args.in_flight is not None else 0.9
-    truth = generate(GenSpec(args.records, out, kafka=args.kafka, topic=topic, processed=processed))
-    print(f"generated {truth['records']:,} records in {time.monotonic() - t:.1f} s", flush=True)
+    if args.from_state:
+        truth = copy_state(args.from_state, out)
+        print(f"copied the state of {truth['records']:,} records in {time.monotonic() - t:.1f} s", flush=True)
+    else:
+        truth = generate(GenSpec(args.records, out, kafka=args.kafka, topic=topic, processed=processed))
+        print(f"generated {truth['records']:,} records in {time.monotonic() - t:.1f} s", flush=True)
     if args.memory_limit:
         toml = out / "eoctl.toml"
         toml.write_text(toml.read_text() + f'\n[engine]\nmemory_limit = "{args.memory_limit}"\n')

@@ -27,7 +27,8 @@ class EngineRun(Protocol):
     dialect: Dialect
 
     def keep(self, name: str, sql: str) -> None:
-        """The rows of `sql` computed once and kept as table `name` (replacing one of that name)."""
+        """The rows of `sql` computed once and kept as table `name` (replacing one of that name), in
+        no order: what reads it orders it."""
 
     def view(self, name: str, sql: str) -> None:
         """The rows of `sql` as view `name`, computed by each query that reads it (a small filter

@@ -176,6 +176,30 @@ def hash64(value: ir.Value, dialect: Dialect) -> ir.IntegerValue:
     return ibis.udf.scalar.builtin(_one, name=name, signature=((value.type(),), dt.int64))(value)
 
 
+def keys_of_several(t: ir.Table, keys: list[str], dialect: Dialect, values: str | None = None) -> ir.Table:
+    """The distinct `keys` of the rows of `t` that are more than one row (`values` None), or that
+    hold more than one value of column `values` (min != max of its hash64, a cheap aggregate).
+
+    On DuckDB in two steps: the groups of a 64-bit hash of the key first, then the exact keys of
+    the rows whose hash is in a group that qualifies (few: the keys that qualify, and a rare
+    collision). DuckDB's aggregate of 100M nearly unique text keys ran out of memory under a
+    1.5GB memory_limit, where one of 8-byte hashes spills. Exact either way: equal keys have
+    equal hashes. Spark aggregates the keys at once; its aggregate spills as it is, and the rows
+    of the hashes would be met by a join of every record."""
+    def qualifying(rows: ir.Table, by: list[str]) -> ir.Table:
+        if values is None:
+            return rows.group_by(by).aggregate(_n=rows.count()).filter(lambda g: g._n > 1).select(*by)
+        h = hash64(rows[values], dialect)
+        groups = rows.group_by(by).aggregate(_lo=h.min(), _hi=h.max())
+        return groups.filter(groups._lo != groups._hi).select(*by)
+
+    if dialect is not Dialect.duckdb:
+        return qualifying(t, keys)
+    t = t.select(*keys, *([values] if values else []))
+    hashed = t.mutate(_key=hash64(ibis.struct({k: t[k] for k in keys}), dialect))
+    return qualifying(hashed.semi_join(qualifying(hashed, ["_key"]), "_key"), keys)
+
+
 @ibis.udf.agg.builtin(name="bit_or")
 def bit_or(value: dt.int64) -> dt.int64:
     """The bitwise OR of a group's values (both engines' own aggregate; Ibis compiles none for Spark)."""

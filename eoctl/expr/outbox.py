@@ -10,7 +10,7 @@ import ibis
 from eoctl.expr.functions import (
     Dialect,
     blob_refs,
-    hash64,
+    keys_of_several,
     outgoing_messages,
     whole_seconds_since,
 )
@@ -76,10 +76,7 @@ def causations_sent_twice(records: ir.Table, dialect: Dialect) -> ir.Table:
     """(producer, causation_id) sent under more than one attempt: the only causations EO302 can
     flag without a pending entry (min != max of the attempts' hash64, a cheap aggregate). What an
     incremental audit keeps to know which earlier causations to look at again."""
-    r = _sent_with_causation(records)
-    h = hash64(r.attempt_id, dialect)
-    g = r.group_by(["producer", "causation_id"]).aggregate(_lo=h.min(), _hi=h.max())
-    return g.filter(g._lo != g._hi).select("producer", "causation_id")
+    return keys_of_several(_sent_with_causation(records), ["producer", "causation_id"], dialect, values="attempt_id")
 
 
 def ghost_messages(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:

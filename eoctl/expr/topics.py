@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import ibis
 from ibis import _
 
-from eoctl.expr.functions import Dialect, bit_or, hash64
+from eoctl.expr.functions import Dialect, bit_or, keys_of_several
 from eoctl.expr.inputs import Hit, Scope
 from eoctl.expr.outbox import pending_outgoing
 
@@ -41,8 +41,7 @@ _MESSAGE = ["endpoint", "topic", "message_id"]
 def repeated_keys(records: ir.Table, dialect: Dialect) -> ir.Table:
     """(endpoint, topic, message_id) of every message with more than one valid record: the only
     ones EO101 (copies of one token) and EO102 (several tokens) can flag, usually few."""
-    v = _valid(records)
-    return v.group_by(_MESSAGE).aggregate(_n=_.count()).filter(_._n > 1).select(*_MESSAGE)
+    return keys_of_several(_valid(records), _MESSAGE, dialect)
 
 
 def repeated_messages(records: ir.Table, dialect: Dialect) -> ir.Table:
@@ -84,10 +83,7 @@ def _sequenced(records: ir.Table) -> ir.Table:
 def reused_sequence_keys(records: ir.Table, dialect: Dialect) -> ir.Table:
     """(endpoint, topic, producer, seq) carried by more than one message id: a cheap aggregate
     (min != max of the ids' hash64), usually few keys; EO103's evidence is built for these only."""
-    v = _sequenced(records)
-    h = hash64(v.message_id, dialect)
-    groups = v.group_by(_SEQUENCE).aggregate(_lo=h.min(), _hi=h.max())
-    return groups.filter(groups._lo != groups._hi).select(*_SEQUENCE)
+    return keys_of_several(_sequenced(records), _SEQUENCE, dialect, values="message_id")
 
 
 def sequence_on_several_messages(records: ir.Table, dialect: Dialect) -> ir.Table:

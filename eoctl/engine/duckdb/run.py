@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eoctl.engine.duckdb.records import build_working_copy, list_archives, working_copy_sql
-from eoctl.engine.duckdb.sql import Background, connect, flat_table, ident, table_of_rows
+from eoctl.engine.duckdb.sql import Background, connect, flat_table, ident, keep_table, table_of_rows
 from eoctl.engine.duckdb.stores import copy_stores_ahead, list_blobs, load_store_tables, read_sink
 from eoctl.secrets import mask_text, redact
 
@@ -158,7 +158,7 @@ class DuckDBRun:
         return self.con
 
     def keep(self, name: str, sql: str) -> None:
-        self._settled().execute(f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS {sql}")
+        keep_table(self._settled(), name, sql)
 
     def view(self, name: str, sql: str) -> None:
         self._settled().execute(f"CREATE OR REPLACE TEMP VIEW {ident(name)} AS {sql}")
@@ -295,7 +295,7 @@ class RowsRun:
             raise
 
     def keep(self, name: str, sql: str) -> None:
-        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS {sql}")
+        keep_table(self.con, name, sql)
 
     def view(self, name: str, sql: str) -> None:
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(name)} AS {sql}")

@@ -29,6 +29,17 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     return con
 
 
+def keep_table(con: duckdb.DuckDBPyConnection, name: str, sql: str) -> None:
+    """The rows of `sql` as TEMP TABLE `name`, in no order (as a Spark engine keeps them; what reads
+    a kept table orders it). Without insertion order DuckDB need not hold a statement's output to
+    keep its order: a GROUP BY of 100M message ids ran out of memory under a 1.5GB memory_limit."""
+    con.execute("SET preserve_insertion_order = false")
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS {sql}")
+    finally:
+        con.execute("RESET preserve_insertion_order")
+
+
 class Background:
     """`job(stopping)` run on connection `con` by a thread of its own, while the main thread does
     Python work that DuckDB need not wait for (imports, compiles): DuckDB's statements let go of
