@@ -282,7 +282,10 @@ def _messages(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table,
     def waiting(t: ir.Table) -> ir.Table:
         return t.filter(~t.processed & t.token_id.notnull()).select("message_id")
     ids = _valid(fresh).select("message_id").union(_state("repeated_keys").select("message_id"))
-    ids = ids.union(waiting(fresh)).union(waiting(indexed))
+    # the in-flight records of the index read as the table, not as `indexed` (the scan with the
+    # other probes' flags): a query naming that twice made DuckDB materialize it, every column of
+    # every indexed record (79 of the 99.5 s of a 100M-record run)
+    ids = ids.union(waiting(fresh)).union(waiting(records_table("indexed")))
     return Probe(where=indexed.message_id.isin(ids.message_id))
 
 
