@@ -123,6 +123,8 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
         engine.keep(CANDIDATES, compile_sql(continuation.candidates(families, scope, dialect), dialect))
         for family in families:  # each a filter of the kept candidates and the new records
             engine.view(family_view(family), compile_sql(continuation.family(family, scope, dialect), dialect))
+        for name, expr in continuation.sink_probes(scope, dialect).items():
+            engine.keep(name, compile_sql(expr, dialect))
         for name, expr in continuation.sink_views(scope, dialect).items():
             engine.view(name, compile_sql(expr, dialect))
     for name, expr in shared_tables(codes, scope, records, dialect, continuation).items():

@@ -220,6 +220,16 @@ class Continuation:
             return scope
         return replace(scope, narrowed_sinks={(e, s.name): view(scope, e, s) for e, s in narrowed})
 
+    def sink_probes(self, scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
+        """The message ids and keys whose rows of the narrowed sinks EO501 and EO502 read, by name:
+        kept before the views that read them (sink_views)."""
+        out = {}
+        for e, s in self.narrowed(scope):
+            out[sink_states.touched_messages_view(scope, e, s)] = sink_states.touched_messages(scope, e, s, dialect)
+            if s.key_columns:
+                out[sink_states.touched_keys_view(scope, e, s)] = sink_states.touched_keys(scope, e, s, dialect)
+        return out
+
     def sink_views(self, scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
         """The views of the narrowed sinks' rows EO501 and EO502 read, by name."""
         out = {}
