@@ -223,21 +223,17 @@ class Continuation:
     def sink_probes(self, scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
         """The message ids and keys whose rows of the narrowed sinks EO501 and EO502 read, by name:
         kept before the views that read them (sink_views)."""
-        out = {}
-        for e, s in self.narrowed(scope):
-            out[sink_states.touched_messages_view(scope, e, s)] = sink_states.touched_messages(scope, e, s, dialect)
-            if s.key_columns:
-                out[sink_states.touched_keys_view(scope, e, s)] = sink_states.touched_keys(scope, e, s, dialect)
-        return out
+        return self._per_narrowed_sink(scope, dialect, _SINK_PROBES)
 
     def sink_views(self, scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
         """The views of the narrowed sinks' rows EO501 and EO502 read, by name."""
-        out = {}
-        for e, s in self.narrowed(scope):
-            out[sink_states.by_message_view(scope, e, s)] = sink_states.by_message(scope, e, s, dialect)
-            if s.key_columns:
-                out[sink_states.by_key_view(scope, e, s)] = sink_states.by_key(scope, e, s, dialect)
-        return out
+        return self._per_narrowed_sink(scope, dialect, _SINK_VIEWS)
+
+    def _per_narrowed_sink(self, scope: Scope, dialect: Dialect, tables) -> dict[str, ir.Table]:
+        """For each narrowed sink, each of `tables` ((name, build, of EO502) of sink_states) it has:
+        EO502's only when the sink has key columns."""
+        return {name(scope, e, s): build(scope, e, s, dialect)
+                for e, s in self.narrowed(scope) for name, build, keyed in tables if s.key_columns or not keyed}
 
     def marks(self, scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
         """Each watermarked sink's highest watermark, kept before any check reads the sink (the
@@ -337,6 +333,13 @@ def _blobs(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, di
     """EO401-EO403: the indexed records that publish blobs."""
     return Probe(where=indexed.blobs.notnull())
 
+
+#: (name, build, whether EO502's) of the tables of a narrowed sink: the ids and keys kept first,
+#: then the views of their rows
+_SINK_PROBES = ((sink_states.touched_messages_view, sink_states.touched_messages, False),
+                (sink_states.touched_keys_view, sink_states.touched_keys, True))
+_SINK_VIEWS = ((sink_states.by_message_view, sink_states.by_message, False),
+               (sink_states.by_key_view, sink_states.by_key, True))
 
 _NARROWED_VIEW = {"EO501": sink_states.by_message_view, "EO502": sink_states.by_key_view}
 
