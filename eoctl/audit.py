@@ -120,13 +120,13 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
         engine.open_states({n: s.schema for n, s in states(scope).items() if n in continuation.states})
         families = continuation.families(codes)
         step("reading the indexed records the checks need again")
+        for name, expr in continuation.probe_keys(families, scope, dialect).items():
+            engine.keep(name, compile_sql(expr, dialect))
         engine.keep(CANDIDATES, compile_sql(continuation.candidates(families, scope, dialect), dialect))
         for family in families:  # each a filter of the kept candidates and the new records
             engine.view(family_view(family), compile_sql(continuation.family(family, scope, dialect), dialect))
-        for name, expr in continuation.sink_probes(scope, dialect).items():
+        for name, expr in continuation.sink_tables(scope, dialect).items():
             engine.keep(name, compile_sql(expr, dialect))
-        for name, expr in continuation.sink_views(scope, dialect).items():
-            engine.view(name, compile_sql(expr, dialect))
     for name, expr in shared_tables(codes, scope, records, dialect, continuation).items():
         engine.keep(name, compile_sql(expr, dialect))
         kept.add(name)

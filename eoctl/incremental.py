@@ -319,6 +319,35 @@ def live_lows(base: RecordIndex | None, plans: dict[str, list[PartitionPlan]], s
     return lows
 
 
+def whole_index_count(base: RecordIndex, plans: dict[str, list[PartitionPlan]]) -> int | None:
+    """How many index rows a continuing run takes, from the segments' counts alone: when it takes
+    every row (each indexed partition is planned, from its indexed end, with no log start above
+    the lowest offset the index holds, and the index holds no endpoint the run does not audit);
+    else None (count them)."""
+    planned = {(n, p.topic, p.partition): p for n, partition_plans in plans.items() for p in partition_plans}
+    for name, topics in base.ends.items():
+        for topic, parts in topics.items():
+            for partition, end in parts.items():
+                p = planned.get((name, topic, partition))
+                low = (base.lows or {}).get(name, {}).get(topic, {}).get(partition)
+                if p is None or p.start < end or (p.low > 0 and (low is None or p.low > low)):
+                    return None
+    if set(base.inputs) - set(plans):
+        return None
+    return sum(s.records for s in base.segments)
+
+
+def in_flight_floor(plans: dict[str, list[PartitionPlan]],
+                    committed: dict[str, dict[str, dict[int, int]]]) -> int | None:
+    """The lowest committed offset of the partitions the index is read for: no index row below it
+    is in flight, and a comparison of the offset alone is one Parquet decides from a row group's
+    statistics, so the in-flight rows of the index are read without its processed row groups.
+    None when a partition has no committed offset (all its rows are in flight)."""
+    floors = [committed.get(name, {}).get(p.topic, {}).get(p.partition)
+              for name, partition_plans in plans.items() for p in partition_plans]
+    return None if any(f is None for f in floors) else min(floors, default=None)
+
+
 def drops(base: RecordIndex, plans: dict[str, list[PartitionPlan]]) -> bool:
     """Whether retention took indexed records since `base`: a live partition's log start is now
     above the lowest offset the index holds (a partition without one holds no indexed row)."""

@@ -10,8 +10,8 @@ sink, read whole once):
 
 The next run's *new rows* are those at or above the mark, or without a watermark. EO501 then
 reads every row of the message ids the new rows or `applied_twice` hold; EO502 every row of the
-keys the new rows or `differing_keys` hold (views `sink_<i>_by_message`, `sink_<i>_by_key`, over
-the ids and keys kept first as `sink_<i>_touched_messages` and `sink_<i>_touched_keys`). The
+keys the new rows or `differing_keys` hold (kept tables `sink_<i>_by_message`, `sink_<i>_by_key`,
+of the ids and keys kept first as `sink_<i>_touched_messages` and `sink_<i>_touched_keys`). The
 checks are the full audit's, over those rows.
 
 Why the findings are the full audit's: each view holds every row of each group it holds, so the

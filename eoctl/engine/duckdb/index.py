@@ -116,6 +116,7 @@ def records_with_index(con: duckdb.DuckDBPyConnection, working_copy_sql: str, ru
     when it keeps an index); `records` (a TEMP TABLE or VIEW: `kind`): those and the base index's rows
     this run takes from it, with `committed` and `processed` from the current committed offsets."""
     from eoctl.engine.files import FsspecFiles
+    from eoctl.incremental import in_flight_floor
 
     run.committed = committed
     if run.partial is not None:
@@ -132,6 +133,9 @@ def records_with_index(con: duckdb.DuckDBPyConnection, working_copy_sql: str, ru
         _bounds(con, run, committed)
         con.execute(f"CREATE OR REPLACE VIEW indexed AS {_index_rows(run.base.segments) or 'SELECT * FROM fresh WHERE false'}")
         con.execute("CREATE OR REPLACE VIEW records AS SELECT * FROM fresh UNION ALL SELECT * FROM indexed")
+        floor = in_flight_floor(run.plans, committed)
+        con.execute("CREATE OR REPLACE VIEW indexed_in_flight AS SELECT * FROM indexed WHERE NOT processed"
+                    + (f' AND "offset" >= {int(floor)}' if floor is not None else ""))
     else:
         con.execute(f"CREATE OR REPLACE {kind} records AS SELECT * FROM fresh")
 

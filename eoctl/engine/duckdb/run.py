@@ -108,7 +108,13 @@ class DuckDBRun:
         return self.index.fallback
 
     def record_count(self) -> int:
-        return self._settled().execute("SELECT count(*) FROM records").fetchall()[0][0]
+        from eoctl.incremental import whole_index_count
+
+        con = self._settled()
+        indexed = whole_index_count(self.base, self.plans) if self.base is not None else None
+        if indexed is None:
+            return con.execute("SELECT count(*) FROM records").fetchall()[0][0]
+        return con.execute("SELECT count(*) FROM fresh").fetchall()[0][0] + indexed
 
     def fresh_stats(self) -> list[tuple[str, str, int, int, int, int]]:
         from eoctl.engine.duckdb import index as duckdb_index

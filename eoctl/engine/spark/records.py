@@ -137,6 +137,18 @@ class SparkRecords:
         return self.bounded(rows, "committed").withColumn("processed", processed_flag()).select(*RECORD_COLUMNS)
 
     @cached_property
+    def in_flight(self) -> DataFrame | None:
+        """The rows of `indexed` not processed, read without the index's processed row groups
+        (eoctl.incremental.in_flight_floor); None without a base."""
+        from pyspark.sql import functions as F
+
+        indexed = self.indexed
+        if indexed is None:
+            return None
+        floor = incremental.in_flight_floor(self.plans, self.committed)
+        return indexed.where(~F.col("processed") & (F.col("offset") >= floor if floor is not None else F.lit(True)))
+
+    @cached_property
     def records(self) -> DataFrame:
         """All input records of the audited endpoints (RECORD_COLUMNS): what was read from the
         source, and what the base index holds."""

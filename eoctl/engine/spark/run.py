@@ -197,6 +197,7 @@ def open_views(records: SparkRecords, stores: SparkStores, step: Callable[[str],
     if records.base is not None:  # continuing: the checks read families of these (eoctl.expr.incremental)
         records.fresh.createOrReplaceTempView("fresh")
         records.indexed.createOrReplaceTempView("indexed")
+        records.in_flight.createOrReplaceTempView("indexed_in_flight")
     records.commits_frame().createOrReplaceTempView("commits")
     step("reading the store tables")
     scope.tables = _store_views(stores, list(records.endpoints), "sent_outbox" in inputs)
