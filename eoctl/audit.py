@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from eoctl import incremental
@@ -118,6 +119,9 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
             kept.add(name)
     if continuation is not None and continuation.continuing:
         engine.open_states({n: s.schema for n, s in states(scope).items() if n in continuation.states})
+        marks = {name: engine.rows(compile_sql(expr, dialect))[0]["mark"]
+                 for name, expr in continuation.mark_queries(scope).items()}
+        continuation = replace(continuation, sink_marks=tuple(sorted(marks.items())))
         families = continuation.families(codes)
         step("reading the indexed records the checks need again")
         for name, expr in continuation.probe_keys(families, scope, dialect).items():

@@ -90,9 +90,15 @@ def _masked(match: re.Match[str]) -> str:
     return kept + MASK
 
 
+#: what every alternative of VALUE_REGEX needs in the text (a `=`, `:` or `->`, a PEM header, a
+#: bearer): text without any cannot carry a secret, and is not matched against the whole rule
+#: (an audit's evidence is mostly ids: a third of a 10M-record incremental audit's Python time)
+_MAY_CARRY = re.compile(r"[=:>]|-----BEGIN|(?i:bearer)")
+
+
 def mask_text(text: str) -> str:
     """`text` with every secret a value can carry replaced by MASK (names and `=` kept)."""
-    return _VALUE.sub(_masked, text)
+    return _VALUE.sub(_masked, text) if _MAY_CARRY.search(text) else text
 
 
 def redact(value: Any) -> Any:

@@ -155,6 +155,9 @@ class Continuation:
     states: frozenset[str] = frozenset(STATES)
     drops: bool = False
     keeps: bool = True  # the run keeps an index, and so the states for the next run
+    #: each narrowed sink's mark as the recorded run kept it (its state's name -> the integer, None:
+    #: the sink was empty), read before the sink's tables are built (Continuation.mark_queries)
+    sink_marks: tuple[tuple[str, int | None], ...] = ()
 
     def families(self, codes: Iterable[str]) -> list[str]:
         """The families `codes` read, and those the states are built from, in a fixed order."""
@@ -242,19 +245,29 @@ class Continuation:
             return scope
         return replace(scope, narrowed_sinks={(e, s.name): view(scope, e, s) for e, s in narrowed})
 
+    def mark_queries(self, scope: Scope) -> dict[str, ir.Table]:
+        """The one-row tables of the narrowed sinks' kept marks, by state name: read into
+        `sink_marks` before sink_tables builds its expressions."""
+        return {name: state_table(name, sink_states.MARK_SCHEMA).aggregate(mark=lambda t: t.mark.max())
+                for name in (sink_states.mark_state(e, s) for e, s in self.narrowed(scope))}
+
     def sink_tables(self, scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
         """The tables of the narrowed sinks EO501 and EO502 read, by name, each kept in this order:
         the message ids and keys they look for, then the rows of those (a few groups' rows). Kept,
         not views: a check's filter over a view of the rows changed the engine's plan of the
         sink's scan (DuckDB built its join of the sink's every row: 0.9 s instead of 0.5 s at 10M
         rows), and on Spark each reader of a view scanned the sink again."""
-        return self._per_narrowed_sink(scope, dialect, _SINK_PROBES + _SINK_ROWS)
-
-    def _per_narrowed_sink(self, scope: Scope, dialect: Dialect, tables) -> dict[str, ir.Table]:
-        """For each narrowed sink, each of `tables` ((name, build, of EO502) of sink_states) it has:
-        EO502's only when the sink has key columns."""
-        return {name(scope, e, s): build(scope, e, s, dialect)
-                for e, s in self.narrowed(scope) for name, build, keyed in tables if s.key_columns or not keyed}
+        marks = dict(self.sink_marks)
+        out: dict[str, ir.Table] = {}
+        for e, s in self.narrowed(scope):
+            new = sink_states.new_rows(scope, e, s, dialect, marks.get(sink_states.mark_state(e, s)))
+            out[sink_states.touched_messages_view(scope, e, s)] = sink_states.touched_messages(e, s, new)
+            if s.key_columns:
+                out[sink_states.touched_keys_view(scope, e, s)] = sink_states.touched_keys(scope, e, s, new)
+            out[sink_states.by_message_view(scope, e, s)] = sink_states.by_message(scope, e, s)
+            if s.key_columns:
+                out[sink_states.by_key_view(scope, e, s)] = sink_states.by_key(scope, e, s)
+        return out
 
     def marks(self, scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
         """Each watermarked sink's highest watermark, kept before any check reads the sink (the
@@ -352,13 +365,6 @@ def _blobs(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, di
     """EO401-EO403: the indexed records that publish blobs."""
     return Probe(where=indexed.blobs.notnull())
 
-
-#: (name, build, whether EO502's) of the tables of a narrowed sink: the ids and keys kept first,
-#: then their rows
-_SINK_PROBES = ((sink_states.touched_messages_view, sink_states.touched_messages, False),
-                (sink_states.touched_keys_view, sink_states.touched_keys, True))
-_SINK_ROWS = ((sink_states.by_message_view, sink_states.by_message, False),
-               (sink_states.by_key_view, sink_states.by_key, True))
 
 _NARROWED_VIEW = {"EO501": sink_states.by_message_view, "EO502": sink_states.by_key_view}
 

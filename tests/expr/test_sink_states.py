@@ -54,6 +54,57 @@ def test_a_watermark_is_the_same_integer_on_both_engines(spark) -> None:
     assert _ordinals(on_spark, Dialect.spark, 1) == expected
 
 
+#: a value one step below each watermark of _WATERMARKS, as DuckDB and Spark SQL write it
+_BELOW = {
+    "wall_time": ("TIMESTAMP '2026-01-01 00:00:00'", "TIMESTAMP_NTZ '2026-01-01 00:00:00'"),
+    "instant": ("TIMESTAMPTZ '2026-01-01 01:00:00.000001+01:00'", "TIMESTAMP '2026-01-01 01:00:00.000001+01:00'"),
+    "day": ("DATE '2026-01-01'", "DATE '2026-01-01'"),
+    "id": ("CAST(9007199254740992 AS BIGINT)", "CAST(9007199254740992 AS BIGINT)"),
+    "numeric_id": ("CAST(12344 AS DECIMAL(18, 0))", "CAST(12344 AS DECIMAL(18, 0))"),
+}
+
+
+def _new_rows(run_sql, dialect, which: int) -> dict[str, tuple[list[int | None], list[int | None]]]:
+    """Per kind of watermark, over the rows (the watermark, one step below, NULL): the ordinals of
+    the rows at_or_above keeps for a mark at the watermark's ordinal, and for one above it."""
+    import ibis
+
+    from eoctl.expr.functions import compile_sql
+
+    out = {}
+    for name, (*literals, kind, expected) in _WATERMARKS.items():
+        source = " UNION ALL ".join(f"SELECT {v} AS w" for v in (literals[which], _BELOW[name][which], "NULL"))
+        t = ibis.table({"w": kind}, name="watermarks")
+        kept = [sorted((run_sql(source, compile_sql(
+            sink_states.at_or_above(t, "w", mark, dialect).select(o=sink_states.ordinal(t.w, dialect)), dialect))),
+            key=lambda o: (o is not None, o)) for mark in (expected, expected + 1)]
+        out[name] = tuple(kept)
+    return out
+
+
+@pytest.mark.integration
+def test_new_rows_are_those_at_or_above_the_mark_on_both_engines(spark) -> None:
+    """The literal that lets Parquet skip old row groups never drops a row the mark keeps: a
+    watermark equal to the mark is new, one step below is not, NULL always is."""
+    import duckdb
+
+    from eoctl.expr.functions import Dialect
+
+    def on_duckdb(source: str, sql: str) -> list[int | None]:
+        con = duckdb.connect()
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute(f"CREATE VIEW watermarks AS {source}")
+        return [r[0] for r in con.execute(sql).fetchall()]
+
+    def on_spark(source: str, sql: str) -> list[int | None]:
+        spark.sql(source).createOrReplaceTempView("watermarks")
+        return [r[0] for r in spark.sql(sql).collect()]
+
+    expected = {name: ([None, w[-1]], [None]) for name, w in _WATERMARKS.items()}
+    assert _new_rows(on_duckdb, Dialect.duckdb, 0) == expected
+    assert _new_rows(on_spark, Dialect.spark, 1) == expected
+
+
 @pytest.mark.unit
 def test_only_integers_and_times_are_kept_as_marks() -> None:
     import ibis.expr.datatypes as dt
