@@ -4,6 +4,8 @@ once for both engines.
 Continuing from a recorded run, the engine has three kinds of tables beside the stores:
 - `fresh`: the records read from the source this run (RECORD_COLUMNS);
 - `indexed`: the recorded index's rows the run takes, `processed` from the current committed offsets;
+  `indexed_in_flight` those not processed (read at or past the lowest committed offset, which
+  skips the processed row groups: eoctl.incremental.in_flight_floor);
 - `state_<name>`: what the recorded run kept of its records for the next one (STATES). These are
   small: the message keys seen more than once, the (producer, sequence) keys on several messages,
   each producer's sequence numbers as ranges, and the causations sent under several attempts.
@@ -12,8 +14,9 @@ A check is never written twice. Each code's *family* (FAMILY_OF) is the records 
 instead of every record: the new ones, and the indexed ones whose evidence the new records, the
 kept states or the stores as they are now can change. One scan of the index takes them all
 (Continuation.candidates, kept as CANDIDATES with a flag per family): it probes a few key columns
-(message id, token id, producer and sequence, causation) and reads the other columns of the rows
-it takes only. Each family is then a view: its flagged candidates and the new records. The check
+(message id, token id, producer and sequence, causation) for the keys kept first
+(Continuation.probe_keys). It still reads every column of every indexed record once: the cost
+that remains proportional to the index. Each family is then a view: its flagged candidates and the new records. The check
 runs over it as in a full audit.
 
 Why the findings are the full audit's:
