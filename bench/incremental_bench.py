@@ -4,6 +4,11 @@ archive of N, in one process (on Spark, one session: the same warm JVM for both)
     EOCTL_JARS_DIR=$PWD/.cache/jars/spark python bench/incremental_bench.py --records 2000000 --work /tmp/incr-bench
     EOCTL_JARS_DIR=$PWD/.cache/jars/spark python bench/incremental_bench.py --records 1000000 --start-broker
     python bench/incremental_bench.py --records 2000000 --engine duckdb
+    # a large state measured again and again: prepared once (generated, recorded, appended to),
+    # then --since-last (not recorded) beside a full audit, as often as wanted
+    python bench/incremental_bench.py --records 100000000 --in-flight 100000 --engine duckdb --appends 0.01 \
+        --memory-limit 1.5GB --prepare-only --work /tmp/incr100m
+    python bench/incremental_bench.py --engine duckdb --measure /tmp/incr100m/state-100000000-100000-duckdb
 
 The state is `samples/generator.py`'s (8 partitions, 10% of each in flight). A full audit is
 recorded first (its working copy becomes the record index). Then, for each k: k records are
@@ -202,6 +207,10 @@ def main() -> int:
     ap.add_argument("--memory-limit", help="[engine] memory_limit of the DuckDB engine (e.g. 1.5GB)")
     ap.add_argument("--from-state", type=Path, help="a state samples/generator.py wrote before (--records and "
                     "--in-flight as it was written with), copied instead of generated again (100M records: 6 min)")
+    ap.add_argument("--prepare-only", action="store_true", help="stop after the full recorded audit and the first "
+                    "append: the state under --work is then ready for --measure")
+    ap.add_argument("--measure", type=Path, help="a state --prepare-only left: only --since-last (keeping its index, "
+                    "not recorded, so it can be measured again) and a full audit, side by side")
     ap.add_argument("--engine", choices=("spark", "duckdb"), default="spark",
                     help="the engine of every run (each engine keeps its own state folder under --work)")
     args = ap.parse_args()
@@ -223,6 +232,8 @@ def bench(args: argparse.Namespace) -> int:
     from eoctl.options import AuditOptions
     from samples.generator import GenSpec, generate
 
+    if args.measure:
+        return measure(args)
     out = args.work / f"state-{args.records}-{args.in_flight}{'-live' if args.kafka else ''}-{args.engine}"
     topic = f"incr-bench-{args.records}-{int(time.time())}" if args.kafka else "orders"
     t = time.monotonic()
@@ -257,6 +268,9 @@ def bench(args: argparse.Namespace) -> int:
         else:
             append(out, k, f"appended-{tag}.parquet", tag)
         total += k
+        if args.prepare_only:
+            print(f"prepared: {out} ({total:,} records, {k:,} of them not indexed); measure it with --measure {out}")
+            return 0
         inc_found, inc_seconds, inc_scan, inc_report, inc_peak = timed(
             spark, config, AuditOptions(since_last=True, keep_index=True))
         t = time.monotonic()
@@ -276,9 +290,33 @@ def bench(args: argparse.Namespace) -> int:
         spark.stop()
 
     where = f"live topic {topic}, 8 partitions" if args.kafka else "archive, 8 partitions"
-    print(f"\n{args.records:,} records generated ({where}), engine {args.engine}"
-          f"{f', memory_limit {args.memory_limit}' if args.memory_limit else ''}, {os.cpu_count()} cores, "
-          f"checks {', '.join(CODES)}")
+    print_table(args, f"{args.records:,} records generated ({where})", rows, args.memory_limit)
+    return 0
+
+
+def measure(args: argparse.Namespace) -> int:
+    """--measure: the state --prepare-only left, --since-last beside a full audit (neither recorded)."""
+    from eoctl.config import load_config
+    from eoctl.engine.spark import start_session
+    from eoctl.options import AuditOptions
+
+    config = load_config(args.measure / "eoctl.toml", overrides={"kind": args.engine})
+    spark = start_session(config.engine) if args.engine == "spark" else None
+    found, seconds, scan, _, peak = timed(spark, config, AuditOptions(since_last=True, keep_index=True))
+    full_found, full_seconds, full_scan, _, full_peak = timed(spark, config, AuditOptions())
+    if spark is not None:
+        spark.stop()
+    same = found == full_found
+    ratio = sum(seconds.values()) / sum(full_seconds.values())
+    print_table(args, f"the state of {args.measure}", [
+        ("--since-last (index kept, not recorded)", scan, seconds, same, peak, ratio),
+        ("full, not recorded", full_scan, full_seconds, same, full_peak, None)], config.engine.memory_limit)
+    return 0
+
+
+def print_table(args: argparse.Namespace, what: str, rows: list, memory_limit: str | None) -> None:
+    memory = f", memory_limit {memory_limit}" if memory_limit else ""
+    print(f"\n{what}, engine {args.engine}{memory}, {os.cpu_count()} cores, checks {', '.join(CODES)}")
     head = "".join(f" {p + ' s':>15}" for p, _ in PHASES)
     print(f"{'run':40} {'from source':>12} {'from index':>11}{head} {'total s':>8} {'of full':>8} "
           f"{'peak MiB':>9} {'same findings':>14}")
@@ -287,7 +325,6 @@ def bench(args: argparse.Namespace) -> int:
         print(f"{name:40} {scan['new_records']:12,} {scan['indexed_records']:11,}{cells} "
               f"{sum(seconds.values()):8.1f} {f'{ratio:.0%}' if ratio is not None else '':>8} "
               f"{peak / 2**20:9.0f} {str(same):>14}")
-    return 0
 
 
 if __name__ == "__main__":
