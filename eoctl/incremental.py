@@ -237,10 +237,19 @@ def kafka_ranges(plans: list[PartitionPlan]) -> list[OffsetRange]:
 
 def archive_condition(plans: list[PartitionPlan], quote) -> str:
     """Archive rows at or after their partition's start, and every row of partitions the index
-    does not know, as SQL both engines read (`quote`: the engine's identifier quoting). Only
-    comparisons Parquet can decide from a row group's min/max, so the row groups of old files are
-    skipped: the unknown partitions are the ranges around and between the known ones (a `NOT` of
-    equalities would keep every row group holding several partitions)."""
+    does not know, as SQL both engines read (`quote`: the engine's identifier quoting): the OR of
+    archive_branches."""
+    return "(" + " OR ".join(archive_branches(plans, quote)) + ")"
+
+
+def archive_branches(plans: list[PartitionPlan], quote) -> list[str]:
+    """The disjoint parts of archive_condition, each a conjunction led by comparisons of one column
+    that Parquet decides from a row group's min/max, so the row groups of old files are skipped:
+    per known topic, its rows at or past its lowest start (then each partition's own start); per
+    known topic, its partitions around and between the known ones (a `NOT` of equalities would
+    keep every row group holding several partitions); the topics the index does not know. DuckDB
+    skips row groups only for a condition on one column, so it reads each part as a query of its
+    own; Spark reads their OR."""
     topic, partition, offset = quote("topic"), quote("partition"), quote("offset")
 
     def text(value: str) -> str:
@@ -251,19 +260,20 @@ def archive_condition(plans: list[PartitionPlan], quote) -> str:
             raise SourceError(f"topic {value!r} in the record index is not a Kafka topic name")
         return f"'{value}'"
 
-    fresh = [f"({topic} = {text(p.topic)} AND {partition} = {int(p.partition)} AND {offset} >= {int(p.start)})"
-             for p in plans]
-    known: dict[str, set[int]] = {}
+    by_topic: dict[str, list[PartitionPlan]] = {}
     for p in plans:
-        known.setdefault(p.topic, set()).add(p.partition)
-    unknown = [f"{topic} NOT IN ({', '.join(text(t) for t in sorted(known))})"]
-    for name, part_set in sorted(known.items()):
-        parts = sorted(part_set)
+        by_topic.setdefault(p.topic, []).append(p)
+    branches = []
+    for name, mine in sorted(by_topic.items()):
+        starts = " OR ".join(f"({partition} = {int(p.partition)} AND {offset} >= {int(p.start)})" for p in mine)
+        branches.append(f"({topic} = {text(name)} AND {offset} >= {min(int(p.start) for p in mine)} AND ({starts}))")
+        parts = sorted({p.partition for p in mine})
         outside = [f"{partition} < {parts[0]}", f"{partition} > {parts[-1]}"]
         outside += [f"{partition} BETWEEN {low + 1} AND {high - 1}"
                     for low, high in zip(parts, parts[1:]) if high > low + 1]
-        unknown.append(f"({topic} = {text(name)} AND ({' OR '.join(outside)}))")
-    return "(" + " OR ".join(fresh + unknown) + ")"
+        branches.append(f"({topic} = {text(name)} AND ({' OR '.join(outside)}))")
+    branches.append(f"{topic} NOT IN ({', '.join(text(t) for t in sorted(by_topic))})")
+    return branches
 
 
 def plan_reads(config: Config, endpoints: dict[str, EndpointConfig], base: RecordIndex,

@@ -86,11 +86,13 @@ class IndexRun:
         described = {name for name, _group in stats}
         return [f for f in files if f in needed or f not in described]
 
-    def archive_condition(self, endpoint: str) -> str | None:
-        from eoctl.incremental import archive_condition
+    def archive_branches(self, endpoint: str) -> list[str] | None:
+        """The rows of an endpoint's archive past where the index ends, as disjoint conditions
+        (eoctl.incremental.archive_branches), each read by a query of its own; None: every row."""
+        from eoctl.incremental import archive_branches
 
         plans = self.plans.get(endpoint)
-        return archive_condition(plans, ident) if plans else None
+        return archive_branches(plans, ident) if plans else None
 
 
 def _may_hold_new(columns: dict[str, tuple], starts: dict[tuple[str, int], int]) -> bool:

@@ -283,11 +283,12 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
                 bad.append(f"SELECT {repr_sql(name)} AS ep, * FROM {ident(f'raw_{name}_bad')}")
         protocol_view(con, f"protocol_{name}", f"raw_{name}", keys)
         conds = _record_filter(options)
-        if index is not None and ep.input.archive and index.archive_condition(name):
-            conds.append(index.archive_condition(name))  # the rows after where the index ends
-        where = " WHERE " + " AND ".join(conds) if conds else ""
-        selects.append(f"SELECT {repr_sql(name)} AS endpoint, topic, partition, \"offset\", timestamp, "
-                       f"{', '.join(HEADERS)} FROM {ident(f'protocol_{name}')}{where}")
+        # the rows after where the index ends: one query per disjoint part, each skipping row groups
+        branches = (index.archive_branches(name) if index is not None and ep.input.archive else None) or [None]
+        for branch in branches:
+            where = " AND ".join(conds + ([branch] if branch else []))
+            selects.append(f"SELECT {repr_sql(name)} AS endpoint, topic, partition, \"offset\", timestamp, "
+                           f"{', '.join(HEADERS)} FROM {ident(f'protocol_{name}')}{' WHERE ' + where if where else ''}")
         committed[name] = input_committed_offsets(config, ep.input)
     if not selects:
         selects.append("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in _PROTOCOL_SQL_TYPES.items())
