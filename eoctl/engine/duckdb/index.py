@@ -86,13 +86,16 @@ class IndexRun:
         described = {name for name, _group in stats}
         return [f for f in files if f in needed or f not in described]
 
-    def archive_branches(self, endpoint: str) -> list[str] | None:
+    def archive_branches(self, endpoint: str, split: bool) -> list[str] | None:
         """The rows of an endpoint's archive past where the index ends, as disjoint conditions
-        (eoctl.incremental.archive_branches), each read by a query of its own; None: every row."""
-        from eoctl.incremental import archive_branches
+        (eoctl.incremental.archive_branches), each read by a query of its own, or (not `split`:
+        JSON lines, where each query parses the files again) as one; None: every row."""
+        from eoctl.incremental import archive_branches, archive_condition
 
         plans = self.plans.get(endpoint)
-        return archive_branches(plans, ident) if plans else None
+        if not plans:
+            return None
+        return archive_branches(plans, ident) if split else [archive_condition(plans, ident)]
 
 
 def _may_hold_new(columns: dict[str, tuple], starts: dict[tuple[str, int], int]) -> bool:

@@ -283,8 +283,10 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
                 bad.append(f"SELECT {repr_sql(name)} AS ep, * FROM {ident(f'raw_{name}_bad')}")
         protocol_view(con, f"protocol_{name}", f"raw_{name}", keys)
         conds = _record_filter(options)
-        # the rows after where the index ends: one query per disjoint part, each skipping row groups
-        branches = (index.archive_branches(name) if index is not None and ep.input.archive else None) or [None]
+        # the rows after where the index ends: of Parquet, one query per disjoint part, each skipping
+        # row groups; of JSON lines (no row groups, each query a parse of the files) their OR
+        branches = (index.archive_branches(name, split=ep.input.archive_format == "parquet")
+                    if index is not None and ep.input.archive else None) or [None]
         for branch in branches:
             where = " AND ".join(conds + ([branch] if branch else []))
             selects.append(f"SELECT {repr_sql(name)} AS endpoint, topic, partition, \"offset\", timestamp, "
