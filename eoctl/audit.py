@@ -124,6 +124,12 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
         continuation = replace(continuation, sink_marks=tuple(sorted(marks.items())))
         families = continuation.families(codes)
         step("reading the indexed records the checks need again")
+        if continuation.narrows(families) and engine.reach(
+                {c: k if k is None else compile_sql(k, dialect)
+                 for c, k in continuation.reach_keys(families, scope).items()}):
+            continuation = replace(continuation, reached=True)
+        # how the probes read the index: a few columns by key and the carried records, or every row
+        report.run.setdefault("scan", {})["index_read"] = "narrow" if continuation.reached else "whole"
         for name, expr in continuation.probe_keys(families, scope, dialect).items():
             engine.keep(name, compile_sql(expr, dialect))
         engine.keep(CANDIDATES, compile_sql(continuation.candidates(families, scope, dialect), dialect))
@@ -155,7 +161,7 @@ def keep_states(engine: EngineRun, continuation: Continuation, kept: set[str]) -
     import ibis
 
     from eoctl.expr import compile_sql
-    from eoctl.expr.incremental import states
+    from eoctl.expr.incremental import CARRIED_FROM, next_state_table, states
 
     out = {}
     for name, state in states(engine.scope).items():
@@ -163,6 +169,9 @@ def keep_states(engine: EngineRun, continuation: Continuation, kept: set[str]) -
         rows = (ibis.table(ibis.schema(state.schema), name=state.shared) if state.shared in kept
                 else state.build(continuation, engine.scope, engine.dialect))
         sql = compile_sql(rows.select(*state.schema), engine.dialect)
+        if name in CARRIED_FROM:  # read again by carried_records, which is built after it
+            engine.keep(next_state_table(name), sql)
+            sql = f"SELECT * FROM {next_state_table(name)}"
         out[name] = engine.keep_state(name, sql)
     return out
 

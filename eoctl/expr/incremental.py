@@ -8,16 +8,20 @@ Continuing from a recorded run, the engine has three kinds of tables beside the 
   skips the processed row groups: eoctl.incremental.in_flight_floor);
 - `state_<name>`: what the recorded run kept of its records for the next one (STATES). These are
   small: the message keys seen more than once, the (producer, sequence) keys on several messages,
-  each producer's sequence numbers as ranges, and the causations sent under several attempts.
+  each producer's sequence numbers as ranges, the causations sent under several attempts, the
+  token ids the store held, and the carried records (the processed records of those keys, of
+  header problems and of the tokens held: Continuation.carried).
 
 A check is never written twice. Each code's *family* (FAMILY_OF) is the records it is given
 instead of every record: the new ones, and the indexed ones whose evidence the new records, the
-kept states or the stores as they are now can change. One scan of the index takes them all
-(Continuation.candidates, kept as CANDIDATES with a flag per family): it probes a few key columns
+kept states or the stores as they are now can change. The indexed ones are taken at once
+(Continuation.candidates, kept as CANDIDATES with a flag per family) by probing a few key columns
 (message id, token id, producer and sequence, causation) for the keys kept first
-(Continuation.probe_keys). It still reads every column of every indexed record once: the cost
-that remains proportional to the index. Each family is then a view: its flagged candidates and the new records. The check
-runs over it as in a full audit.
+(Continuation.probe_keys). They are probed in `indexed_reach` when the engine makes it
+(Continuation.reach_keys: the carried records, the rows at or past the in-flight floors and the
+rows looked up by key, which hold every record a probe can flag), else in every indexed record.
+Each family is then a view: its flagged candidates and the new records. The check runs over it as
+in a full audit.
 
 Why the findings are the full audit's:
 - Each family holds every record of each key it holds. A check groups by that key, so the
@@ -46,9 +50,9 @@ from typing import TYPE_CHECKING
 import ibis
 
 from eoctl.expr import outbox, sink_states, sinks, topics
-from eoctl.expr.functions import Dialect
+from eoctl.expr.functions import Dialect, hash64
 from eoctl.expr.inputs import Scope, state_table, store_table
-from eoctl.expr.records import records_table
+from eoctl.expr.records import RECORD_COLUMNS, records_table
 
 if TYPE_CHECKING:
     import ibis.expr.types as ir
@@ -87,7 +91,15 @@ STATES: dict[str, State] = {
                              "sequence_ranges"),
     "causations_sent_twice": State({"producer": "string", "causation_id": "string"}, "causations",
                                    _over("causations", outbox.causations_sent_twice), ""),
+    # what lets the next run read the index narrowly (Continuation.reach_keys)
+    "store_tokens_seen": State({"token_id": "string"}, None, lambda c, scope, dialect: _store_tokens(), ""),
+    "carried_records": State(dict(zip(RECORD_COLUMNS, records_table().schema().types)), None,
+                             lambda c, scope, dialect: c.carried(dialect), ""),
 }
+
+#: the states a narrow read of the index needs beside those of the families' probes
+_REACH_STATES = frozenset({"store_tokens_seen", "carried_records", "repeated_keys",
+                           "reused_sequence_keys", "causations_sent_twice"})
 
 #: each code that reads records -> the family of records it is given; a code not named here reads
 #: every record if it reads any (EO503), else none (store tables, sinks, listings, offsets)
@@ -138,6 +150,8 @@ def probe_table(family: str) -> str:
 
 #: the kept table of the indexed records any family takes, with a flag per family
 CANDIDATES = "records_candidates"
+#: the indexed records a probe can flag, when the engine reads the index narrowly (reach_keys)
+REACH = "indexed_reach"
 
 
 def family_view(family: str) -> str:
@@ -161,12 +175,14 @@ class Continuation:
     #: each narrowed sink's mark as the recorded run kept it (its state's name -> the integer, None:
     #: the sink was empty), read before the sink's tables are built (Continuation.mark_queries)
     sink_marks: tuple[tuple[str, int | None], ...] = ()
+    #: the engine made `indexed_reach` (narrows, reach_keys): the candidates are probed in it
+    reached: bool = False
 
     def families(self, codes: Iterable[str]) -> list[str]:
         """The families `codes` read, and those the states are built from, in a fixed order."""
         wanted = {FAMILY_OF[c] for c in codes if c in FAMILY_OF}
-        if self.keeps:
-            wanted |= {s.family for s in STATES.values() if s.family}
+        if self.keeps:  # the states' families, and those the carried records are taken from
+            wanted |= {s.family for s in STATES.values() if s.family} | set(_CARRIED_FAMILIES)
         return sorted(wanted)
 
     def records_of(self, code: str) -> ir.Table:
@@ -194,7 +210,7 @@ class Continuation:
     def candidates(self, families: Iterable[str], scope: Scope, dialect: Dialect) -> ir.Table:
         """The indexed records any of `families` takes, each with a flag per family: one scan of
         the index, every probe in it (CANDIDATES), the probes' keys read from their kept tables."""
-        t = records_table("indexed")
+        t = records_table(REACH if self.reached else "indexed")
         fresh = records_table("fresh")
         flags = []
         for name in families:
@@ -214,6 +230,73 @@ class Continuation:
                 t = t.mutate(**{flag: probe.where if probe.where is not None else ibis.literal(True)})
             flags.append(t[flag])
         return t.filter(ibis.or_(*flags)) if flags else t.filter(ibis.literal(False))
+
+    def narrows(self, families: Iterable[str]) -> bool:
+        """Whether the candidates are probed in `indexed_reach` (reach_keys) instead of every
+        indexed record: the recorded run kept what the reach needs and retention took no indexed
+        record."""
+        return (self.continuing and not self.drops and _REACH_STATES <= self.states
+                and set(families) <= set(_REACHED_FAMILIES))
+
+    def reach_keys(self, families: Iterable[str], scope: Scope) -> dict[str, ir.Table | None]:
+        """The keys the engine looks up in the index's key columns for `indexed_reach`, by the
+        column(s) they are of: the new records' message ids and (producer, sequence) keys, the
+        tokens the store holds that it did not hold for the recorded run, and the causations the
+        new records or pending entries name, and the records that publish blobs. With the carried records (`state_carried_records`:
+        the processed records of the keys the states name, of problems and of tokens the store
+        held) and the index's rows at or past the lower of the two runs' in-flight floors, these
+        hold every indexed record a probe can flag:
+        - messages: a new id, or one with a record in flight now, is looked up; an id of a message
+          seen more than once (repeated_keys) is carried or recent;
+        - sequences: a new key is looked up; a reused one is carried or recent;
+        - problems: carried or recent;
+        - tokens: a token the store held for the recorded run was in its tokens family, so its
+          records are carried or recent; any other is looked up;
+        - causations: one sent twice is carried or recent; the others are looked up;
+        - blobs: every record with a `blobs` header is looked up (None: the column not null).
+        A record in flight for the recorded run (not carried) is at or past its in-flight floor,
+        and so is every record in flight now: the look-ups need only find the rows below the lower
+        floor."""
+        fresh = records_table("fresh")
+        ids = fresh.select("message_id").union(_waiting(records_table("indexed_in_flight")))
+        out: dict[str, ir.Table | None] = {"message_id": ids.filter(ids.message_id.notnull()).distinct()}
+        v = _valid(fresh)
+        out[",".join(_SEQUENCE)] = v.filter(v.producer.notnull() & v.seq.notnull()).select(*_SEQUENCE).distinct()
+        seen = _state("store_tokens_seen")
+        out["token_id"] = _store_tokens().anti_join(seen, "token_id")
+        if "causations" in families:
+            out["causation_id"] = _causations_now(scope, fresh).select("causation_id").distinct()
+        if "blobs" in families:  # every record that publishes blobs: usually a few
+            out["blobs"] = None
+        return out
+
+    def carried(self, dialect: Dialect) -> ir.Table:
+        """`carried_records` for the next run: the processed records (new or indexed) of the
+        message keys seen twice, the reused (producer, sequence) keys and the causations sent
+        twice, with a header problem, or carrying a token the store holds: those the next run's
+        probes can flag below its in-flight floors without a new key. Each is in a family that
+        holds every record of its key, so the new records and the candidates hold them all (every
+        record, without a base). The keys are this run's states, kept before (next_state_table).
+        A (producer, sequence) key is met by its hash64: a collision only carries a record more."""
+        from eoctl.expr.records import RECORD_COLUMNS as columns
+
+        if self.continuing:
+            # with a flag it has (a run that keeps states takes the messages family), so that the
+            # select names the columns: the table has a flag per family
+            kept = ibis.table(ibis.schema({**records_table().schema(), _flag("messages"): "boolean"}),
+                              name=CANDIDATES)
+            rows = records_table("fresh").union(kept.select(*columns))
+        else:
+            rows = records_table()
+        def kept_state(name: str) -> ir.Table:
+            return ibis.table(ibis.schema(STATES[name].schema), name=next_state_table(name))
+        reused = kept_state("reused_sequence_keys")
+        reused = reused.select(_key=_sequence_key(reused, dialect))
+        twice = kept_state("causations_sent_twice")
+        carried = (rows.message_id.isin(kept_state("repeated_keys").message_id) | rows.problem.notnull()
+                   | rows.token_id.isin(_store_tokens().token_id) | _sequence_key(rows, dialect).isin(reused._key)
+                   | rows.causation_id.isin(twice.causation_id))
+        return rows.filter(rows.processed & carried).select(*columns)
 
     def family(self, name: str, scope: Scope, dialect: Dialect) -> ir.Table:
         """The records of family `name` (RECORD_COLUMNS): the new ones and the indexed ones it
@@ -307,6 +390,33 @@ class Continuation:
         return fresh_keys.distinct()
 
 
+def _store_tokens() -> ir.Table:
+    t = store_table("tokens")
+    return t.filter(t.token_id.notnull()).select("token_id").distinct()
+
+
+#: the families whose records the carried records are taken from
+_CARRIED_FAMILIES = ("messages", "sequences", "problems", "tokens", "causations")
+#: the states carried_records reads, kept as tables before it is built (next_state_table)
+CARRIED_FROM = ("repeated_keys", "reused_sequence_keys", "causations_sent_twice")
+
+
+def next_state_table(name: str) -> str:
+    """The table a state for the next run is kept as before it is written (CARRIED_FROM)."""
+    return f"next_{name}"
+
+
+def _sequence_key(t: ir.Table, dialect: Dialect) -> ir.IntegerValue:
+    return hash64(ibis.struct({c: t[c] for c in _SEQUENCE}), dialect)
+
+
+def _waiting(t: ir.Table) -> ir.Table:
+    """The message ids of `t`'s records in flight with a token."""
+    return t.filter(~t.processed & t.token_id.notnull()).select("message_id")
+#: the families whose indexed records indexed_reach holds
+_REACHED_FAMILIES = (*_CARRIED_FAMILIES, "blobs")
+
+
 def _valid(t: ir.Table) -> ir.Table:
     return t.filter(t.problem.isnull())
 
@@ -322,11 +432,9 @@ def _messages(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table,
     id is then whole."""
     if "repeated_keys" not in c.states:
         return Probe()  # nothing says which indexed messages were seen twice: all of them
-    def waiting(t: ir.Table) -> ir.Table:
-        return t.filter(~t.processed & t.token_id.notnull()).select("message_id")
     ids = _valid(fresh).select("message_id").union(_state("repeated_keys").select("message_id"))
     # the in-flight records of the index: its rows at or past the lowest committed offset only
-    ids = ids.union(waiting(fresh)).union(waiting(records_table("indexed_in_flight")))
+    ids = ids.union(_waiting(fresh)).union(_waiting(records_table("indexed_in_flight")))
     return Probe(keys=ids, on=("message_id",))
 
 
@@ -356,12 +464,15 @@ def _causations(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Tabl
     group that holds it is then whole."""
     if "causations_sent_twice" not in c.states:
         return Probe()
+    return Probe(keys=c.keys("causations_sent_twice", _causations_now(scope, fresh)), on=("causation_id",))
+
+
+def _causations_now(scope: Scope, fresh: ir.Table) -> ir.Table:
+    """(producer, causation_id) the new records send or a pending entry names."""
     entries = store_table("outbox")
     entries = entries.filter(entries.attempt_id.notnull()).select(
         producer=scope.as_producer(entries.ep), causation_id=entries.incoming_message_id)
-    sent = outbox._sent_with_causation(fresh).select(*_CAUSATION)
-    keys = c.keys("causations_sent_twice", sent.union(entries))
-    return Probe(keys=keys, on=("causation_id",))
+    return outbox._sent_with_causation(fresh).select(*_CAUSATION).union(entries)
 
 
 def _blobs(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> Probe:

@@ -188,19 +188,89 @@ def _bounds(con: duckdb.DuckDBPyConnection, run: IndexRun, committed: dict) -> N
                                            "b_start": "BIGINT", "b_low": "BIGINT", "b_committed": "BIGINT"})
 
 
+def _segment_files(segments) -> list[str]:
+    return [f for s in segments if s.records for f in archive_files(s.path, "parquet", "record index segment")]
+
+
 def _index_rows(segments) -> str | None:
     """The SELECT of the index rows of `segments` this run takes (see _bounds); None when they
     hold no file (the base run read no record)."""
-    files = [f for s in segments if s.records for f in archive_files(s.path, "parquet", "record index segment")]
-    if not files:
-        return None
+    files = _segment_files(segments)
+    return _bounded_rows(f"read_parquet([{', '.join(repr_sql(f) for f in files)}])") if files else None
+
+
+def _bounded_rows(source: str) -> str:
+    """The SELECT of the rows of `source` (records as the index holds them) this run takes from
+    the index, `committed` and `processed` from the current committed offsets (see _bounds)."""
     return ("SELECT i.endpoint, i.topic, CAST(i.\"partition\" AS INTEGER) AS \"partition\", "
             f"CAST(i.\"offset\" AS BIGINT) AS \"offset\", {sql_utc_wall_time('i.timestamp')} AS timestamp, "
             "coalesce(i.\"offset\" < b.b_committed, false) AS processed, b.b_committed AS committed, "
             "i.message_id, i.token_id, i.producer, CAST(i.seq AS BIGINT) AS seq, i.causation_id, i.attempt_id, "
-            f"i.blobs, i.problem FROM read_parquet([{', '.join(repr_sql(f) for f in files)}]) AS i "
+            f"i.blobs, i.problem FROM {source} AS i "
             "JOIN index_bounds AS b ON i.endpoint = b.b_endpoint AND i.topic = b.b_topic "
             "AND i.\"partition\" = b.b_partition WHERE i.\"offset\" < b.b_start AND i.\"offset\" >= b.b_low")
+
+
+#: at most this many indexed rows are fetched by row number for `indexed_reach` (each named in the
+#: query); past it (a mass redelivery of old messages) the probes scan every indexed row, which
+#: then costs about as much as fetching rows from most row groups
+REACH_FETCH_MAX = 20_000
+
+
+def reach(con: duckdb.DuckDBPyConnection, run: IndexRun, keys: dict[str, str | None]) -> bool:
+    """`indexed_reach` (eoctl.expr.incremental.Continuation.reach_keys): the base's carried
+    records, its rows at or past the lower in-flight floor of the two runs, and the rows whose key
+    columns hold a key of `keys` (None: whose column is not null) and are not carried, found by
+    reading those columns alone with each row's number, then fetched by number (Parquet skips the
+    row groups holding none). Each row once. False, and nothing made, when the base kept no
+    carried records or no committed offsets, or too many rows are looked up."""
+    from eoctl.expr.inputs import state_view
+    from eoctl.incremental import in_flight_floor
+
+    base = run.base
+    if base is None or base.committed is None or "carried_records" not in (base.states or {}):
+        return False
+    files = _segment_files(base.segments)
+    listed = ", ".join(repr_sql(f) for f in files)
+    floors = [in_flight_floor(run.plans, run.committed), in_flight_floor(run.plans, base.committed)]
+    floor = None if None in floors else int(min(floors))
+    # the rows at or past the floor are all read (recent): the look-ups need only the others
+    below = "" if floor is None else f' AND i."offset" < {floor}'
+    position = 'endpoint, topic, "partition", "offset"'
+    found = []
+    scan = (f'SELECT i.filename, i.file_row_number, i.endpoint, i.topic, i."partition", i."offset" '
+            f"FROM read_parquet([{listed}], filename = true, file_row_number = true) AS i")
+    for n, (columns, sql) in enumerate(keys.items()):
+        if not files:
+            break
+        if sql is None:  # the rows where the column is not null
+            found.append(f"{scan} WHERE i.{ident(columns)} IS NOT NULL{below}")
+            continue
+        table = f"reach_keys_{n}"
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {sql}")
+        if not con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]:
+            continue
+        on = " AND ".join(f"i.{ident(c)} = k.{ident(c)}" for c in columns.split(","))
+        found.append(f"{scan} SEMI JOIN {table} AS k ON {on} WHERE true{below}")
+    rows: dict[str, list[int]] = {}
+    if found:
+        # less the carried records (a message in flight now that was seen twice has them there)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE reach_rows AS SELECT filename, file_row_number FROM "
+                    f"({' UNION '.join(found)}) AS f ANTI JOIN (SELECT {position} FROM "
+                    f"{ident(state_view('carried_records'))}) AS c USING ({position})")
+        if con.execute("SELECT count(*) FROM reach_rows").fetchone()[0] > REACH_FETCH_MAX:
+            return False
+        for name, numbers in con.execute(
+                "SELECT filename, list(file_row_number ORDER BY file_row_number) FROM reach_rows GROUP BY 1").fetchall():
+            rows[name] = numbers
+    parts = [_bounded_rows(ident(state_view("carried_records"))),
+             "SELECT * FROM indexed" + ("" if floor is None else f' WHERE "offset" >= {floor}')]
+    parts += [_bounded_rows(f"(SELECT * EXCLUDE (file_row_number) FROM read_parquet({repr_sql(name)}, "
+                            f"file_row_number = true) WHERE file_row_number IN ({', '.join(map(str, numbers))}))")
+              for name, numbers in rows.items()]
+    con.execute(f"CREATE OR REPLACE VIEW indexed_reach AS SELECT * FROM ({' UNION ALL '.join(parts)}) "
+                f"QUALIFY row_number() OVER (PARTITION BY {position}) = 1")
+    return True
 
 
 def _read_segments(files: list[str]) -> str:

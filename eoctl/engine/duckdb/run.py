@@ -133,6 +133,11 @@ class DuckDBRun:
         assert self.index.base is not None
         duckdb_index.open_states(self._settled(), self.index.base, schemas)
 
+    def reach(self, keys: dict[str, str | None]) -> bool:
+        from eoctl.engine.duckdb import index as duckdb_index
+
+        return duckdb_index.reach(self._settled(), self.index, keys)
+
     def keep_state(self, name: str, sql: str) -> tuple[int, int]:
         from eoctl.engine.duckdb import index as duckdb_index
 

@@ -58,7 +58,7 @@ def test_since_last_on_duckdb_reports_what_a_full_audit_reports(tmp_path: Path) 
                                                                    "the states name"}
     assert incr.run["scan"] == {"mode": "incremental", "base_run": first.run["id"], "new_records": appended,
                                 "indexed_records": first.scanned["records"],
-                                "continued": sorted(state_names(chaos.config))}
+                                "continued": sorted(state_names(chaos.config)), "index_read": "narrow"}
     assert incr.scanned == whole.scanned
     assert canonical(incr) == canonical(whole)
     # the boundary cases are there: each pairs an appended record with one the index holds
