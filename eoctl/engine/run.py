@@ -74,8 +74,9 @@ class EngineRun(Protocol):
     def reach(self, keys: dict[str, str | None]) -> bool:
         """Continuing: make `indexed_reach` (eoctl.expr.incremental.Continuation.reach_keys), the
         index's rows whose key column(s) (`keys`: "column[,column...]" -> SQL of the keys, or None:
-        the column not null) hold a key looked up, its carried records and its rows at or past the in-flight floors; False
-        when the engine reads the index whole instead (the probes then scan every indexed row)."""
+        the column not null) hold a key looked up, its carried records and its rows at or past the
+        in-flight floors; False when the engine reads the index whole instead (the probes then
+        scan every indexed row)."""
 
     def keep_state(self, name: str, sql: str) -> tuple[int, int]:
         """The rows of `sql` written as state `name` of this run's part of the record index, for

@@ -242,9 +242,9 @@ class Continuation:
         """The keys the engine looks up in the index's key columns for `indexed_reach`, by the
         column(s) they are of: the new records' message ids and (producer, sequence) keys, the
         tokens the store holds that it did not hold for the recorded run, and the causations the
-        new records or pending entries name, and the records that publish blobs. With the carried records (`state_carried_records`:
-        the processed records of the keys the states name, of problems and of tokens the store
-        held) and the index's rows at or past the lower of the two runs' in-flight floors, these
+        new records or pending entries name, and the records that publish blobs. With the
+        carried records (`state_carried_records`: the processed records of the keys the states
+        name, of problems and of tokens the store held) and the index's rows at or past the lower of the two runs' in-flight floors, these
         hold every indexed record a probe can flag:
         - messages: a new id, or one with a record in flight now, is looked up; an id of a message
           seen more than once (repeated_keys) is carried or recent;
@@ -278,8 +278,7 @@ class Continuation:
         holds every record of its key, so the new records and the candidates hold them all (every
         record, without a base). The keys are this run's states, kept before (next_state_table).
         A (producer, sequence) key is met by its hash64: a collision only carries a record more."""
-        from eoctl.expr.records import RECORD_COLUMNS as columns
-
+        columns = RECORD_COLUMNS
         if self.continuing:
             # with a flag it has (a run that keeps states takes the messages family), so that the
             # select names the columns: the table has a flag per family
