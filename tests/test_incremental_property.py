@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from eoctl import incremental
@@ -64,6 +64,12 @@ def _walk(pipeline: Pipeline, config, spark, path: list[tuple[str, list]]) -> No
 @pytest.mark.integration
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(path=st.lists(steps, min_size=1, max_size=4))
+# found by Hypothesis: in the last step no archive file holds a record past the index (the hourly
+# run after an hour without records), and DuckDB read the archive with no file at all
+@example(path=[[("commit", 104, 0), ("new", 924, 1), ("new", 374, 0), ("sink_delete", 448, 3), ("new", 51, -2),
+                ("sink_conflict", 717, 0)],
+               [("new", 600, -3), ("commit", 713, -3), ("new", 46, 2), ("no_headers", 675, 2)],
+               [("commit", 635, 2), ("sink_conflict", 526, 1)]])
 def test_after_random_changes_an_incremental_audit_finds_what_a_full_audit_finds(path) -> None:
     """On DuckDB, each step continuing from the last."""
     with tempfile.TemporaryDirectory() as tmp:

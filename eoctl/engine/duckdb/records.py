@@ -71,6 +71,11 @@ def read_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, fmt: str,
                 f"{_topic_filter(topics)}")
 
 
+def _no_records(con: duckdb.DuckDBPyConnection, view: str) -> None:
+    con.execute(f"CREATE OR REPLACE TABLE {ident(view)} AS SELECT "
+                + ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in RECORD_SQL_TYPES.items()) + " WHERE false")
+
+
 def _topic_filter(topics: list[str] | None, column: str = "topic") -> str:
     return f" WHERE {column} IN ({', '.join(repr_sql(t) for t in topics)})" if topics else ""
 
@@ -263,9 +268,7 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
                 ranges = endpoint_ranges[name]
             mine = [r for r in ranges or [] if r.topic in ep.input.topics]
             if ranges is not None and not mine:  # --range names only other inputs' topics: none of this one's
-                con.execute(f"CREATE OR REPLACE TABLE {ident(f'raw_{name}')} AS SELECT "
-                            + ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in RECORD_SQL_TYPES.items())
-                            + " WHERE false")
+                _no_records(con, f"raw_{name}")
             else:
                 read_kafka(con, f"raw_{name}", conn, ep.input.topics, ep.input.isolation, mine or None,
                            config.engine.kafka_readers)
@@ -277,7 +280,10 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
             if index is not None and ep.input.archive_format == "parquet":
                 files = index.files_to_read(con, name, files if files is not None else
                                             archive_files(ep.input.archive, ep.input.archive_format))
-            read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics, files)
+            if files == []:  # no file holds a record past the index (nothing arrived since the last run)
+                _no_records(con, f"raw_{name}")
+            else:
+                read_archive(con, f"raw_{name}", ep.input.archive, ep.input.archive_format, ep.input.topics, files)
             archived.append(name)
             if ep.input.archive_format == "json":
                 bad.append(f"SELECT {repr_sql(name)} AS ep, * FROM {ident(f'raw_{name}_bad')}")
