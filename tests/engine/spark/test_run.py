@@ -37,3 +37,31 @@ def test_the_users_engine_conf_wins_over_the_runs_planning_settings(tmp_path, sp
         assert _during_and_after(config, spark) == ("50000", "50000")
     finally:
         spark.conf.unset(PLAN_TEXT)
+
+
+def _persistent_rdds(spark) -> int:
+    return spark.sparkContext._jsc.getPersistentRDDs().size()
+
+
+@pytest.mark.integration
+def test_a_kept_table_is_a_plan_of_its_own_with_its_size_and_is_freed_on_release(tmp_path, spark) -> None:
+    config = on_engine(recorded_copy(tmp_path).config, "spark")
+    before = _persistent_rdds(spark)
+    run = open_run(spark, config, settled(), lambda _m: None)
+    try:
+        run.keep("kept_ids", "SELECT DISTINCT message_id FROM records")
+        run.keep("kept_twice", "SELECT k.message_id FROM kept_ids k JOIN records r USING (message_id)")
+        assert _persistent_rdds(spark) == before + 2  # the checkpoints; the caches they were read from are gone
+        df = spark.sql("SELECT * FROM kept_twice")
+        plan = df._jdf.queryExecution().optimizedPlan()
+        # a leaf: no plan of the tables it was computed from (kept_ids, records) to walk again
+        assert plan.collectLeaves().size() == 1 and "records" not in plan.toString().lower().replace("logicalrdd", "")
+        assert 0 < plan.stats().sizeInBytes() < 100_000  # its size as computed, not Spark's guess for an RDD
+        rows = {r[0] for r in df.collect()}
+        assert rows == {r["message_id"] for r in run.rows("SELECT message_id FROM records WHERE message_id IS NOT NULL")}
+        assert len(rows) > 10
+        run.keep("kept_ids", "SELECT message_id FROM kept_ids LIMIT 3")  # kept again: the old one freed
+        assert _persistent_rdds(spark) == before + 2 and len(run.rows("SELECT * FROM kept_ids")) == 3
+    finally:
+        run.release()
+    assert _persistent_rdds(spark) == before
