@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 _PLANNING = {"spark.sql.sources.fileCompressionFactor": "10",
              # Spark describes every query's plan as text for its UI before it runs, and a kept
              # table's plan holds the plans of the tables it was computed from, written out again
-             # at every level: with the tables an incremental audit keeps, describing a check's
-             # query took 1-4 s of its 0.3 s (300k records, every check: 88 s against 50 s).
+             # at every level: with the tables an incremental audit keeps, a check whose jobs ran
+             # 0.3-0.5 s took 1-4 s more to describe (300k records, every check: 88 s against 47 s).
              "spark.sql.maxPlanStringLength": "2000"}
 
 #: Spark's type of each column type of eoctl.expr.inputs' schemas
