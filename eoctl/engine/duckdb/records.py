@@ -14,7 +14,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from eoctl.engine.duckdb.files import archive_files
-from eoctl.engine.duckdb.sql import flat_table, ident, repr_sql, sql_text, sql_utc_wall_time
+from eoctl.engine.duckdb.sql import flat_table, ident, no_rows, repr_sql, sql_text, sql_utc_wall_time
 from eoctl.errors import SourceError
 from eoctl.sources.archive import check_archive_files
 from eoctl.sources.records import PROTOCOL_COLUMNS
@@ -72,8 +72,7 @@ def read_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, fmt: str,
 
 
 def _no_records(con: duckdb.DuckDBPyConnection, view: str) -> None:
-    con.execute(f"CREATE OR REPLACE TABLE {ident(view)} AS SELECT "
-                + ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in RECORD_SQL_TYPES.items()) + " WHERE false")
+    con.execute(f"CREATE OR REPLACE TABLE {ident(view)} AS {no_rows(RECORD_SQL_TYPES)}")
 
 
 def _topic_filter(topics: list[str] | None, column: str = "topic") -> str:
@@ -299,8 +298,7 @@ def build_working_copy(con: duckdb.DuckDBPyConnection, config, endpoints: list[s
                            f"{', '.join(HEADERS)} FROM {ident(f'protocol_{name}')}{' WHERE ' + where if where else ''}")
         committed[name] = input_committed_offsets(config, ep.input)
     if not selects:
-        selects.append("SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in _PROTOCOL_SQL_TYPES.items())
-                       + " WHERE false")
+        selects.append(no_rows(_PROTOCOL_SQL_TYPES))
     con.execute("CREATE OR REPLACE VIEW protocol AS " + " UNION ALL ".join(selects))
     bad.append("SELECT NULL::VARCHAR AS ep, NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS problem, "
                "NULL::VARCHAR AS text WHERE false")

@@ -112,6 +112,11 @@ _FLAT_SQL_TYPES = {"string": "VARCHAR", "large_string": "VARCHAR", "int8": "TINY
                    "binary": "BLOB"}
 
 
+def no_rows(types: dict[str, str]) -> str:
+    """A SELECT of no rows with these columns of these DuckDB types: an input that has none."""
+    return "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {ident(c)}" for c, t in types.items()) + " WHERE false"
+
+
 def flat_table(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], columns: dict[str, str]) -> None:
     """A table of the run's database from Python rows (offsets, broker metadata, blob listings,
     what trace found) whose `columns` (name -> DuckDB type, a value of _FLAT_SQL_TYPES) are flat.

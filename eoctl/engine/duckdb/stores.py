@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config, SinkConfig
 from eoctl.engine.duckdb.files import archive_files, visible_files
-from eoctl.engine.duckdb.sql import flat_table, ident, repr_sql, sql_utc_wall_time
+from eoctl.engine.duckdb.sql import flat_table, ident, no_rows, repr_sql, sql_utc_wall_time
 from eoctl.engine.errors import out_of_memory
 from eoctl.errors import SourceError
 
@@ -57,8 +57,7 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
                 where += f" AND {t.sent(dialect='duckdb')}" if view == "outbox_sent" else t.pending(dialect="duckdb")
             selects.append(f"SELECT {', '.join(cols)} FROM {source} WHERE true{where}")
         if not selects:
-            selects = ["SELECT " + ", ".join(f"CAST(NULL AS {v}) AS {ident(c)}" for c, v in types.items())
-                       + " WHERE false"]
+            selects = [no_rows(types)]
         try:
             # a view over the run's copies: each check reads only the columns it needs
             con.execute(f"CREATE OR REPLACE VIEW {view} AS " + " UNION ALL ".join(selects))
