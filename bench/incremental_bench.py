@@ -5,7 +5,8 @@ archive of N, in one process (on Spark, one session: the same warm JVM for both)
     EOCTL_JARS_DIR=$PWD/.cache/jars/spark python bench/incremental_bench.py --records 1000000 --start-broker
     python bench/incremental_bench.py --records 2000000 --engine duckdb
     # a large state measured again and again: prepared once (generated, recorded, appended to),
-    # then --since-last (not recorded) beside a full audit, as often as wanted
+    # then --since-last (not recorded) beside a full audit, as often as wanted (--rounds pairs,
+    # alternating which runs first: the first run of a Spark session warms the JVM for the second)
     python bench/incremental_bench.py --records 100000000 --in-flight 100000 --engine duckdb --appends 0.01 \
         --memory-limit 1.5GB --prepare-only --work /tmp/incr100m
     python bench/incremental_bench.py --engine duckdb --measure /tmp/incr100m/state-100000000-100000-duckdb
@@ -211,6 +212,9 @@ def main() -> int:
                     "append: the state under --work is then ready for --measure")
     ap.add_argument("--measure", type=Path, help="a state --prepare-only left: only --since-last (keeping its index, "
                     "not recorded, so it can be measured again) and a full audit, side by side")
+    ap.add_argument("--rounds", type=int, default=2, help="with --measure: pairs of runs, the first pair "
+                    "--since-last then full, the next full then --since-last, and so on (on Spark the first run "
+                    "of a session pays for the JVM's warm-up: compare the runs of the same round)")
     ap.add_argument("--engine", choices=("spark", "duckdb"), default="spark",
                     help="the engine of every run (each engine keeps its own state folder under --work)")
     args = ap.parse_args()
@@ -302,15 +306,22 @@ def measure(args: argparse.Namespace) -> int:
 
     config = load_config(args.measure / "eoctl.toml", overrides={"kind": args.engine})
     spark = start_session(config.engine) if args.engine == "spark" else None
-    found, seconds, scan, _, peak = timed(spark, config, AuditOptions(since_last=True, keep_index=True))
-    full_found, full_seconds, full_scan, _, full_peak = timed(spark, config, AuditOptions())
+    rows = []
+    for round_ in range(1, args.rounds + 1):
+        runs = {}
+        for kind in (("since-last", "full") if round_ % 2 else ("full", "since-last")):
+            options = AuditOptions(since_last=True, keep_index=True) if kind == "since-last" else AuditOptions()
+            runs[kind] = timed(spark, config, options)
+        (found, seconds, scan, _, peak), (full_found, full_seconds, full_scan, _, full_peak) = (
+            runs["since-last"], runs["full"])
+        same = found == full_found
+        ratio = sum(seconds.values()) / sum(full_seconds.values())
+        order = "first" if round_ % 2 else "second"
+        rows += [(f"{round_}: --since-last ({order}; not recorded)", scan, seconds, same, peak, ratio),
+                 (f"{round_}: full (not recorded)", full_scan, full_seconds, same, full_peak, None)]
     if spark is not None:
         spark.stop()
-    same = found == full_found
-    ratio = sum(seconds.values()) / sum(full_seconds.values())
-    print_table(args, f"the state of {args.measure}", [
-        ("--since-last (index kept, not recorded)", scan, seconds, same, peak, ratio),
-        ("full, not recorded", full_scan, full_seconds, same, full_peak, None)], config.engine.memory_limit)
+    print_table(args, f"the state of {args.measure}", rows, config.engine.memory_limit)
     return 0
 
 
@@ -318,11 +329,11 @@ def print_table(args: argparse.Namespace, what: str, rows: list, memory_limit: s
     memory = f", memory_limit {memory_limit}" if memory_limit else ""
     print(f"\n{what}, engine {args.engine}{memory}, {os.cpu_count()} cores, checks {', '.join(CODES)}")
     head = "".join(f" {p + ' s':>15}" for p, _ in PHASES)
-    print(f"{'run':40} {'from source':>12} {'from index':>11}{head} {'total s':>8} {'of full':>8} "
+    print(f"{'run':44} {'from source':>12} {'from index':>11}{head} {'total s':>8} {'of full':>8} "
           f"{'peak MiB':>9} {'same findings':>14}")
     for name, scan, seconds, same, peak, ratio in rows:
         cells = "".join(f" {seconds[p]:15.1f}" for p, _ in PHASES)
-        print(f"{name:40} {scan['new_records']:12,} {scan['indexed_records']:11,}{cells} "
+        print(f"{name:44} {scan['new_records']:12,} {scan['indexed_records']:11,}{cells} "
               f"{sum(seconds.values()):8.1f} {f'{ratio:.0%}' if ratio is not None else '':>8} "
               f"{peak / 2**20:9.0f} {str(same):>14}")
 
