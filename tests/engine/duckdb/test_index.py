@@ -97,3 +97,18 @@ def test_a_failed_duckdb_run_leaves_no_partial_index(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="part-9.parquet"):  # main() turns it into one line (tested elsewhere)
         recorded(chaos.config, since_last=True)
     assert sorted(p.name for p in root.iterdir()) == before
+
+
+@pytest.mark.integration
+def test_past_the_fetch_limit_the_probes_read_the_whole_index(tmp_path: Path, monkeypatch) -> None:
+    """A mass redelivery of old messages: more indexed rows to fetch by number than REACH_FETCH_MAX
+    (here: any), so the probes read every indexed row instead, and report the same."""
+    from eoctl.engine.duckdb import index
+
+    chaos = recorded_copy(tmp_path)
+    recorded(chaos.config)
+    append_orders(chaos.config_path.parent, "part-1.parquet")  # redelivers indexed messages
+    monkeypatch.setattr(index, "REACH_FETCH_MAX", 0)
+    incr = recorded(chaos.config, since_last=True)
+    assert incr.run["scan"]["index_read"] == "whole"
+    assert canonical(incr) == canonical(full(chaos.config, incr))
