@@ -43,7 +43,7 @@ retention took indexed records (`drops`), the ranges are read from every record 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -298,10 +298,10 @@ class Continuation:
         def kept_state(name: str) -> ir.Table:
             return ibis.table(ibis.schema(STATES[name].schema), name=next_state_table(name))
         reused = kept_state("reused_sequence_keys")
-        reused = reused.select(_key=_sequence_key(reused, dialect))
+        reused = reused.select(_key=_key_hash(reused, _SEQUENCE, dialect))
         twice = kept_state("causations_sent_twice")
         carried = (rows.message_id.isin(kept_state("repeated_keys").message_id) | rows.problem.notnull()
-                   | rows.token_id.isin(_store_tokens().token_id) | _sequence_key(rows, dialect).isin(reused._key)
+                   | rows.token_id.isin(_store_tokens().token_id) | _key_hash(rows, _SEQUENCE, dialect).isin(reused._key)
                    | rows.causation_id.isin(twice.causation_id))
         return rows.filter(rows.processed & carried).select(*columns)
 
@@ -403,10 +403,7 @@ def _coarse(t: ir.Table, name: str, probe: Probe, dialect: Dialect) -> ir.Boolea
     if probe.keys is None:
         return probe.where if probe.where is not None else ibis.literal(True)
     keys = ibis.table(probe.keys.select(*probe.on).schema(), name=probe_table(name))
-    def hashed(table: ir.Table) -> ir.IntegerValue:
-        value = table[probe.on[0]] if len(probe.on) == 1 else ibis.struct({c: table[c] for c in probe.on})
-        return hash64(value, dialect)
-    return hashed(t).isin(hashed(keys))
+    return _key_hash(t, probe.on, dialect).isin(_key_hash(keys, probe.on, dialect))
 
 
 def _store_tokens() -> ir.Table:
@@ -425,8 +422,10 @@ def next_state_table(name: str) -> str:
     return f"next_{name}"
 
 
-def _sequence_key(t: ir.Table, dialect: Dialect) -> ir.IntegerValue:
-    return hash64(ibis.struct({c: t[c] for c in _SEQUENCE}), dialect)
+def _key_hash(t: ir.Table, columns: Sequence[str], dialect: Dialect) -> ir.IntegerValue:
+    """The 64-bit hash of a row's key columns (one column: of its value). Equal keys hash equal: a
+    collision only takes a row more, which an exact comparison or the check itself then drops."""
+    return hash64(t[columns[0]] if len(columns) == 1 else ibis.struct({c: t[c] for c in columns}), dialect)
 
 
 def _waiting(t: ir.Table) -> ir.Table:
