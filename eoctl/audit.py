@@ -137,6 +137,8 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
             engine.view(family_view(family), compile_sql(continuation.family(family, scope, dialect), dialect))
         for name, expr in continuation.sink_tables(scope, dialect).items():
             engine.keep(name, compile_sql(expr, dialect))
+        for name, expr in continuation.sink_views(scope).items():
+            engine.view(name, compile_sql(expr, dialect))
     for name, expr in shared_tables(codes, scope, records, dialect, continuation).items():
         engine.keep(name, compile_sql(expr, dialect))
         kept.add(name)

@@ -128,7 +128,12 @@ def _sinkidentities(report: AuditReport) -> dict[str, list]:
     """EO501's source message ids and EO502's order ids, as the audit reported them."""
     found = {f.code: f for f in report.findings}
     return {"EO501": sorted(r["source_message_id"] for r in found["EO501"].evidence) if "EO501" in found else [],
-            "EO502": sorted(r["order_id"] for r in found["EO502"].evidence) if "EO502" in found else []}
+            "EO502": sorted((r["order_id"] for r in found["EO502"].evidence), key=_nulls_first)
+            if "EO502" in found else []}
+
+
+def _nulls_first(value):
+    return (value is not None, value)
 
 
 def _sink_truth(store: str) -> dict[str, list]:
@@ -140,29 +145,36 @@ def _sink_truth(store: str) -> dict[str, list]:
                            "order by 1").fetchall()
         conflicting = db.execute("select order_id from shipping.shipments group by 1 having count(distinct "
                                  "(invoice_id, source_message_id)) > 1 order by 1").fetchall()
-    return {"EO501": [r[0] for r in twice], "EO502": [r[0] for r in conflicting]}
+    return {"EO501": [r[0] for r in twice], "EO502": sorted((r[0] for r in conflicting), key=_nulls_first)}
 
 
 @pytest.mark.integration
-def test_sink_rows_added_removed_or_rewritten_after_the_last_run_are_seen(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_sink_rows_added_removed_or_rewritten_after_the_last_run_are_seen(spark, tmp_path: Path, engine: str) -> None:
     """A run continuing from the index reads the rows written since the last run (the shipping
     sink's applied_at is its watermark column) and the groups they touch: rows added after the
     last run, deleted ones, and old rows rewritten in place are seen as a full audit sees them."""
     import duckdb
 
+    spark = spark if engine == "spark" else None
     chaos = recorded_copy(tmp_path)
     codes = select_codes(["EO5"], None)
+    with duckdb.connect(chaos.store_target) as db:  # a row without an order: the NULL key's one row
+        db.execute("alter table shipping.shipments alter column order_id drop not null")
+        db.execute("insert into shipping.shipments values ('null-0', NULL, 'inv-n0', 'message-n0', now())")
     first = _recorded(spark, chaos.config, codes)
     assert _sinkidentities(first) == _sink_truth(chaos.store_target) and _sinkidentities(first)["EO501"]
+    assert None not in _sinkidentities(first)["EO502"]
 
     # written after the first run: a second row for an old message (EO501), another invoice for an
-    # old order (EO502), a normal row
+    # old order (EO502), another for the NULL key (a group of its own: EO502 over both of its
+    # rows), a normal row
     with duckdb.connect(chaos.store_target) as db:
         old = db.execute("select order_id, invoice_id, source_message_id from shipping.shipments "
                          "where order_id in (0, 1) order by order_id").fetchall()
         db.executemany("insert into shipping.shipments values (?, ?, ?, ?, now())", [
             ("late-0", old[0][0], old[0][1], old[0][2]), ("late-1", old[1][0], "inv-late", "late-message"),
-            ("late-2", 1000, "inv-1000", "message-1000")])
+            ("late-2", 1000, "inv-1000", "message-1000"), ("null-1", None, "inv-n1", "message-n1")])
     incr = _recorded(spark, chaos.config, codes, since_last=True)
     assert incr.run["scan"]["mode"] == "incremental"
     assert incr.run["scan"]["continued"] == sorted(state_names(chaos.config))
@@ -170,6 +182,7 @@ def test_sink_rows_added_removed_or_rewritten_after_the_last_run_are_seen(spark,
                                                                "states name"}
     assert _sinkidentities(incr) == _sink_truth(chaos.store_target)
     assert old[0][2] in _sinkidentities(incr)["EO501"] and old[1][0] in _sinkidentities(incr)["EO502"]
+    assert None in _sinkidentities(incr)["EO502"]
 
     # the repair: the second row of order 0 is deleted, and the finding is gone
     with duckdb.connect(chaos.store_target) as db:

@@ -13,6 +13,8 @@ import ibis
 import ibis.expr.datatypes as dt
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import ibis.expr.types as ir
 
 
@@ -174,6 +176,13 @@ def hash64(value: ir.Value, dialect: Dialect) -> ir.IntegerValue:
     at 2^-64 per pair, not a concern next to the data's own faults."""
     name = "hash" if dialect is Dialect.duckdb else "xxhash64"
     return ibis.udf.scalar.builtin(_one, name=name, signature=((value.type(),), dt.int64))(value)
+
+
+def key_hash(t: ir.Table, columns: Sequence[str], dialect: Dialect) -> ir.IntegerValue:
+    """The 64-bit hash (hash64) of a row's key columns (one column: of its value; a null key
+    hashes too). Equal keys hash equal: a collision only takes a row more, which an exact
+    comparison or the check itself then drops."""
+    return hash64(t[columns[0]] if len(columns) == 1 else ibis.struct({c: t[c] for c in columns}), dialect)
 
 
 def keys_of_several(t: ir.Table, keys: list[str], dialect: Dialect, values: str | None = None) -> ir.Table:

@@ -43,14 +43,14 @@ retention took indexed records (`drops`), the ranges are read from every record 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import ibis
 
 from eoctl.expr import outbox, sink_states, sinks, topics
-from eoctl.expr.functions import Dialect, hash64
+from eoctl.expr.functions import Dialect, key_hash
 from eoctl.expr.inputs import Scope, state_table, store_table
 from eoctl.expr.records import RECORD_COLUMNS, records_table
 
@@ -298,10 +298,10 @@ class Continuation:
         def kept_state(name: str) -> ir.Table:
             return ibis.table(ibis.schema(STATES[name].schema), name=next_state_table(name))
         reused = kept_state("reused_sequence_keys")
-        reused = reused.select(_key=_key_hash(reused, _SEQUENCE, dialect))
+        reused = reused.select(_key=key_hash(reused, _SEQUENCE, dialect))
         twice = kept_state("causations_sent_twice")
         carried = (rows.message_id.isin(kept_state("repeated_keys").message_id) | rows.problem.notnull()
-                   | rows.token_id.isin(_store_tokens().token_id) | _key_hash(rows, _SEQUENCE, dialect).isin(reused._key)
+                   | rows.token_id.isin(_store_tokens().token_id) | key_hash(rows, _SEQUENCE, dialect).isin(reused._key)
                    | rows.causation_id.isin(twice.causation_id))
         return rows.filter(rows.processed & carried).select(*columns)
 
@@ -346,9 +346,9 @@ class Continuation:
 
     def sink_tables(self, scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
         """The tables of the narrowed sinks EO501 and EO502 read, by name, each kept in this order:
-        the message ids and keys they look for, then the rows of those (a few groups' rows). Kept,
-        not views: a check's filter over a view of the rows changed the engine's plan of the
-        sink's scan (DuckDB built its join of the sink's every row: 0.9 s instead of 0.5 s at 10M
+        the message ids and keys they look for, then the rows of either, in one scan of the sink.
+        Kept, not views: a check's filter over a view of the sink's rows changed the engine's plan
+        of its scan (DuckDB built its join of the sink's every row: 0.9 s instead of 0.5 s at 10M
         rows), and on Spark each reader of a view scanned the sink again."""
         marks = dict(self.sink_marks)
         out: dict[str, ir.Table] = {}
@@ -357,6 +357,14 @@ class Continuation:
             out[sink_states.touched_messages_view(scope, e, s)] = sink_states.touched_messages(e, s, new)
             if s.key_columns:
                 out[sink_states.touched_keys_view(scope, e, s)] = sink_states.touched_keys(scope, e, s, new)
+            out[sink_states.touched_rows_view(scope, e, s)] = sink_states.touched_rows(scope, e, s, dialect)
+        return out
+
+    def sink_views(self, scope: Scope) -> dict[str, ir.Table]:
+        """The views EO501 and EO502 read of the narrowed sinks, by name: filters of the kept
+        `sink_tables`, each a few groups' rows."""
+        out: dict[str, ir.Table] = {}
+        for e, s in self.narrowed(scope):
             out[sink_states.by_message_view(scope, e, s)] = sink_states.by_message(scope, e, s)
             if s.key_columns:
                 out[sink_states.by_key_view(scope, e, s)] = sink_states.by_key(scope, e, s)
@@ -403,7 +411,7 @@ def _coarse(t: ir.Table, name: str, probe: Probe, dialect: Dialect) -> ir.Boolea
     if probe.keys is None:
         return probe.where if probe.where is not None else ibis.literal(True)
     keys = ibis.table(probe.keys.select(*probe.on).schema(), name=probe_table(name))
-    return _key_hash(t, probe.on, dialect).isin(_key_hash(keys, probe.on, dialect))
+    return key_hash(t, probe.on, dialect).isin(key_hash(keys, probe.on, dialect))
 
 
 def _store_tokens() -> ir.Table:
@@ -420,12 +428,6 @@ CARRIED_FROM = ("repeated_keys", "reused_sequence_keys", "causations_sent_twice"
 def next_state_table(name: str) -> str:
     """The table a state for the next run is kept as before it is written (CARRIED_FROM)."""
     return f"next_{name}"
-
-
-def _key_hash(t: ir.Table, columns: Sequence[str], dialect: Dialect) -> ir.IntegerValue:
-    """The 64-bit hash of a row's key columns (one column: of its value). Equal keys hash equal: a
-    collision only takes a row more, which an exact comparison or the check itself then drops."""
-    return hash64(t[columns[0]] if len(columns) == 1 else ibis.struct({c: t[c] for c in columns}), dialect)
 
 
 def _waiting(t: ir.Table) -> ir.Table:

@@ -10,9 +10,10 @@ sink, read whole once):
 
 The next run's *new rows* are those at or above the mark, or without a watermark. EO501 then
 reads every row of the message ids the new rows or `applied_twice` hold; EO502 every row of the
-keys the new rows or `differing_keys` hold (kept tables `sink_<i>_by_message`, `sink_<i>_by_key`,
-of the ids and keys kept first as `sink_<i>_touched_messages` and `sink_<i>_touched_keys`). The
-checks are the full audit's, over those rows.
+keys the new rows or `differing_keys` hold (views `sink_<i>_by_message`, `sink_<i>_by_key`). The
+ids and keys are kept first (`sink_<i>_touched_messages`, `sink_<i>_touched_keys`), then the rows
+of either, in one scan of the sink (`sink_<i>_touched_rows`). The checks are the full audit's,
+over those rows.
 
 Why the findings are the full audit's: each view holds every row of each group it holds, so the
 evidence of a group it holds is the full audit's. A group it does not hold had no new row, so
@@ -37,7 +38,7 @@ import ibis
 import ibis.expr.datatypes as dt
 
 from eoctl.expr import sinks
-from eoctl.expr.functions import Dialect, epoch_micros
+from eoctl.expr.functions import Dialect, epoch_micros, key_hash
 from eoctl.expr.inputs import state_table
 
 if TYPE_CHECKING:
@@ -185,19 +186,48 @@ def touched_keys(scope: Scope, endpoint: str, sink: SinkConfig, new: ir.Table) -
         state_table(differing_keys_state(endpoint, sink), key_schema(scope, endpoint, sink))).distinct()
 
 
-def by_message(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
-    """EO501's rows: every row of the touched message ids (`touched_messages`, kept)."""
+def touched_rows_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
+    return f"{scope.sink_view(endpoint, sink)}_touched_rows"
+
+
+def touched_rows(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect) -> ir.Table:
+    """Every row of the touched message ids (`touched_messages`, kept) and of the touched keys
+    (`touched_keys`, kept), in one scan of the sink: each a scan of 10M rows' ids or keys (0.4 s
+    and 0.2 s on DuckDB; 0.5 s together). A key is met by its hash (key_hash: null-safe, and one
+    number for several columns), so a collision may take a row more, which `by_key` drops."""
     rows = scope.sink(endpoint, sink)
-    ids = ibis.table(ibis.schema(APPLIED_TWICE_SCHEMA), name=touched_messages_view(scope, endpoint, sink))
+    touched = rows[sink.message_id_column].cast("string").isin(_touched_messages(scope, endpoint, sink).source_message_id)
+    if sink.key_columns:
+        keys = _touched_keys(scope, endpoint, sink)
+        touched = touched | key_hash(rows, sink.key_columns, dialect).isin(key_hash(keys, sink.key_columns, dialect))
+    return rows.filter(touched)
+
+
+def by_message(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
+    """EO501's rows: every row of the touched message ids (of `touched_rows`)."""
+    rows = _touched_rows(scope, endpoint, sink)
+    ids = _touched_messages(scope, endpoint, sink)
     return rows.filter(rows[sink.message_id_column].cast("string").isin(ids.source_message_id))
 
 
 def by_key(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
-    """EO502's rows: every row of the touched keys (`touched_keys`, kept; null-safe: a NULL key is
-    a group of its own, as in the check)."""
-    rows = scope.sink(endpoint, sink)
-    keys = ibis.table(ibis.schema(key_schema(scope, endpoint, sink)), name=touched_keys_view(scope, endpoint, sink))
+    """EO502's rows: every row of the touched keys (of `touched_rows`; null-safe: a NULL key is a
+    group of its own, as in the check)."""
+    rows = _touched_rows(scope, endpoint, sink)
+    keys = _touched_keys(scope, endpoint, sink)
     return rows.semi_join(keys, [rows[k].identical_to(keys[k]) for k in sink.key_columns])
+
+
+def _touched_messages(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
+    return ibis.table(ibis.schema(APPLIED_TWICE_SCHEMA), name=touched_messages_view(scope, endpoint, sink))
+
+
+def _touched_keys(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
+    return ibis.table(ibis.schema(key_schema(scope, endpoint, sink)), name=touched_keys_view(scope, endpoint, sink))
+
+
+def _touched_rows(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
+    return ibis.table(scope.sink_schemas[(endpoint, sink.name)], name=touched_rows_view(scope, endpoint, sink))
 
 
 def applied_twice(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
