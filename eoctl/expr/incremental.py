@@ -354,9 +354,7 @@ class Continuation:
         out: dict[str, ir.Table] = {}
         for e, s in self.narrowed(scope):
             new = sink_states.new_rows(scope, e, s, dialect, marks.get(sink_states.mark_state(e, s)))
-            out[sink_states.touched_messages_view(scope, e, s)] = sink_states.touched_messages(e, s, new)
-            if s.key_columns:
-                out[sink_states.touched_keys_view(scope, e, s)] = sink_states.touched_keys(scope, e, s, new)
+            out[sink_states.touched_view(scope, e, s)] = sink_states.touched(scope, e, s, new)
             out[sink_states.touched_rows_view(scope, e, s)] = sink_states.touched_rows(scope, e, s, dialect)
         return out
 

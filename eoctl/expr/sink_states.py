@@ -11,8 +11,8 @@ sink, read whole once):
 The next run's *new rows* are those at or above the mark, or without a watermark. EO501 then
 reads every row of the message ids the new rows or `applied_twice` hold; EO502 every row of the
 keys the new rows or `differing_keys` hold (views `sink_<i>_by_message`, `sink_<i>_by_key`). The
-ids and keys are kept first (`sink_<i>_touched_messages`, `sink_<i>_touched_keys`), then the rows
-of either, in one scan of the sink (`sink_<i>_touched_rows`). The checks are the full audit's,
+ids and keys are kept first (`sink_<i>_touched`), then the rows of either, in one scan of the sink
+(`sink_<i>_touched_rows`). The checks are the full audit's,
 over those rows.
 
 Why the findings are the full audit's: each view holds every row of each group it holds, so the
@@ -162,28 +162,33 @@ def _watermark_literal(mark: int, kind: dt.DataType) -> ir.Value:
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
-def touched_messages_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
-    return f"{scope.sink_view(endpoint, sink)}_touched_messages"
+def touched_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
+    return f"{scope.sink_view(endpoint, sink)}_touched"
 
 
-def touched_keys_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
-    return f"{scope.sink_view(endpoint, sink)}_touched_keys"
+def touched(scope: Scope, endpoint: str, sink: SinkConfig, new: ir.Table) -> ir.Table:
+    """The message ids and keys whose rows EO501 and EO502 read, as one table (`_mid`, the key
+    columns as `_k0`, `_k1`, ..., and flags `_message` and `_key`: what of the row is touched): the
+    `new` rows' ids and keys, `applied_twice`'s ids and `differing_keys`'s keys. Kept as a table
+    before `touched_rows` reads it, so the engine knows how few they are: as a subquery DuckDB
+    took the ids for the larger side and built its join of the sink's every row (19 of a
+    100M-record run's 81 s, spilling). One table, not one for the ids and one for the keys: each
+    read the new rows (on Spark a kept table costs a second or more)."""
+    types = key_schema(scope, endpoint, sink)
 
+    def shaped(t: ir.Table, mid: ir.Value | None, keys: ir.Table | None, message: bool, key: bool) -> ir.Table:
+        return t.select(_mid=mid if mid is not None else ibis.null("string"),
+                        **{f"_k{i}": keys[k] if keys is not None else ibis.null(types[k])
+                           for i, k in enumerate(sink.key_columns)},
+                        _message=ibis.literal(message), _key=ibis.literal(key))
 
-def touched_messages(endpoint: str, sink: SinkConfig, new: ir.Table) -> ir.Table:
-    """The message ids of the `new` rows and of `applied_twice` (distinct): whose rows EO501 reads.
-    Kept as a table before `by_message` reads it, so the engine knows how few they are: as a
-    subquery DuckDB took it for the larger side and built its join of the sink's every row
-    (19 of a 100M-record run's 81 s, spilling)."""
-    return new.select(source_message_id=new[sink.message_id_column].cast("string")).union(
-        state_table(applied_twice_state(endpoint, sink), APPLIED_TWICE_SCHEMA)).distinct()
-
-
-def touched_keys(scope: Scope, endpoint: str, sink: SinkConfig, new: ir.Table) -> ir.Table:
-    """The keys of the `new` rows and of `differing_keys` (distinct): whose rows EO502 reads (kept
-    as `touched_messages` is)."""
-    return new.select(list(sink.key_columns)).union(
-        state_table(differing_keys_state(endpoint, sink), key_schema(scope, endpoint, sink))).distinct()
+    twice = state_table(applied_twice_state(endpoint, sink), APPLIED_TWICE_SCHEMA)
+    parts = [shaped(new, new[sink.message_id_column].cast("string"), new, True, True),
+             shaped(twice, twice.source_message_id, None, True, False)]
+    if sink.key_columns:
+        differing = state_table(differing_keys_state(endpoint, sink), types)
+        parts.append(shaped(differing, None, differing, False, True))
+    return ibis.union(*parts)
 
 
 def touched_rows_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
@@ -191,10 +196,10 @@ def touched_rows_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
 
 
 def touched_rows(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect) -> ir.Table:
-    """Every row of the touched message ids (`touched_messages`, kept) and of the touched keys
-    (`touched_keys`, kept), in one scan of the sink: each a scan of 10M rows' ids or keys (0.4 s
-    and 0.2 s on DuckDB; 0.5 s together). A key is met by its hash (key_hash: null-safe, and one
-    number for several columns), so a collision may take a row more, which `by_key` drops."""
+    """Every row of the touched message ids and of the touched keys (`touched`, kept), in one scan
+    of the sink: each alone a scan of 10M rows' ids or keys (0.4 s and 0.2 s on DuckDB; 0.5 s
+    together). A key is met by its hash (key_hash: null-safe, and one number for several
+    columns), so a collision may take a row more, which `by_key` drops."""
     rows = scope.sink(endpoint, sink)
     touched = rows[sink.message_id_column].cast("string").isin(_touched_messages(scope, endpoint, sink).source_message_id)
     if sink.key_columns:
@@ -218,12 +223,23 @@ def by_key(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
     return rows.semi_join(keys, [rows[k].identical_to(keys[k]) for k in sink.key_columns])
 
 
+def _touched(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
+    keys = key_schema(scope, endpoint, sink)
+    schema = {"_mid": "string", **{f"_k{i}": keys[k] for i, k in enumerate(sink.key_columns)},
+              "_message": "boolean", "_key": "boolean"}
+    return ibis.table(ibis.schema(schema), name=touched_view(scope, endpoint, sink))
+
+
 def _touched_messages(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
-    return ibis.table(ibis.schema(APPLIED_TWICE_SCHEMA), name=touched_messages_view(scope, endpoint, sink))
+    t = _touched(scope, endpoint, sink)
+    return t.filter(t._message).select(source_message_id=t._mid)
 
 
 def _touched_keys(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
-    return ibis.table(ibis.schema(key_schema(scope, endpoint, sink)), name=touched_keys_view(scope, endpoint, sink))
+    """The touched keys under the sink's own column names (a key column may be named as the
+    message id column is: `touched` names them apart)."""
+    t = _touched(scope, endpoint, sink)
+    return t.filter(t._key).select(**{k: t[f"_k{i}"] for i, k in enumerate(sink.key_columns)})
 
 
 def _touched_rows(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from eoctl.engine.duckdb.records import build_working_copy, list_archives, working_copy_sql
 from eoctl.engine.duckdb.sql import Background, connect, flat_table, ident, keep_table, table_of_rows
 from eoctl.engine.duckdb.stores import copy_stores_ahead, list_blobs, load_store_tables, read_sink
-from eoctl.secrets import mask_text, redact
+from eoctl.secrets import mask_text
 
 if TYPE_CHECKING:
     import duckdb
@@ -188,12 +188,12 @@ class DuckDBRun:
     # rows and stream fetch Python values, not Arrow: a gc plan or reconcile then never imports
     # PyArrow (0.07 s with numpy); their columns are of the canonical types (text, numbers, times)
     def rows(self, sql: str) -> list[dict[str, Any]]:
-        from eoctl.engine.evidence import jsonable
+        from eoctl.engine.evidence import masked_jsonable
 
         con = self._settled()
         rows = con.execute(sql).fetchall()
         names = [d[0] for d in con.description]
-        return [redact(jsonable(dict(zip(names, r)))) for r in rows]
+        return [masked_jsonable(dict(zip(names, r))) for r in rows]
 
     def evaluate(self, sql: str, stem: str) -> tuple[int, list[dict[str, Any]], str | None]:
         return materialize(self._settled(), sql, self.options.evidence_rows, self.options.evidence_dir, stem)
@@ -245,7 +245,7 @@ def materialize(con: duckdb.DuckDBPyConnection, sql: str, rows_kept: int, eviden
     """Count a finding's evidence and bring back at most `rows_kept` of it; the rest of a large
     evidence set is written as Parquet beside the report (secrets masked), never fetched whole.
     The evidence is computed once, into a temporary table of the run's database."""
-    from eoctl.engine.evidence import jsonable
+    from eoctl.engine.evidence import masked_jsonable
 
     con.execute(f"CREATE OR REPLACE TEMP TABLE evidence AS {sql}")
     try:
@@ -253,7 +253,7 @@ def materialize(con: duckdb.DuckDBPyConnection, sql: str, rows_kept: int, eviden
         if not count:
             return 0, [], None
         sample = con.sql(f"SELECT * FROM evidence LIMIT {int(rows_kept)}").to_arrow_table().to_pylist()
-        rows = [redact(jsonable(r)) for r in sample]
+        rows = [masked_jsonable(r) for r in sample]
         path = None
         if count > rows_kept and evidence_dir is not None:
             path = str(evidence_dir / f"{stem}.parquet")

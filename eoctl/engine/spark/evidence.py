@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eoctl.engine.evidence import jsonable
-from eoctl.secrets import JAVA_REPLACEMENT, VALUE_REGEX, redact
+from eoctl.engine.evidence import masked_jsonable
+from eoctl.secrets import JAVA_REPLACEMENT, VALUE_REGEX
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def collected(df: DataFrame, rows: int) -> list[dict[str, Any]]:
     """The first `rows` rows as plain data, secrets masked: what reports and the history show."""
-    return [redact(jsonable(r.asDict(recursive=True))) for r in df.limit(rows).collect()]
+    return [masked_jsonable(r.asDict(recursive=True)) for r in df.limit(rows).collect()]
 
 
 def materialize(df: DataFrame, rows_kept: int, evidence_dir: Path | None, stem: str,

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from eoctl.config.model import Config
 from eoctl.engine.spark.frames import local_frame
 from eoctl.engine.spark.stores import SparkStores
-from eoctl.secrets import redact
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -172,9 +171,9 @@ class SparkRun:
         return "records"  # the working copy is kept (a Parquet scratch copy, or the cached frame)
 
     def rows(self, sql: str) -> list[dict[str, Any]]:
-        from eoctl.engine.evidence import jsonable
+        from eoctl.engine.evidence import masked_jsonable
 
-        return [redact(jsonable(r.asDict(recursive=True))) for r in self.spark.sql(sql).collect()]
+        return [masked_jsonable(r.asDict(recursive=True)) for r in self.spark.sql(sql).collect()]
 
     def evaluate(self, sql: str, stem: str) -> tuple[int, list[dict[str, Any]], str | None]:
         from eoctl.engine.spark.evidence import materialize
