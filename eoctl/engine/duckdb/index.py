@@ -223,19 +223,22 @@ def reach(con: duckdb.DuckDBPyConnection, run: IndexRun, keys: dict[str, str | N
     columns hold a key of `keys` (None: whose column is not null) and are not carried, found by
     reading those columns alone with each row's number, then fetched by number (Parquet skips the
     row groups holding none). Each row once. False, and nothing made, when the base kept no
-    carried records or no committed offsets, or too many rows are looked up."""
+    carried records or no committed offsets, a partition has no committed offset now or had none
+    then (every indexed row may be in flight), or too many rows are looked up."""
     from eoctl.expr.inputs import state_view
     from eoctl.incremental import in_flight_floor
 
     base = run.base
     if base is None or base.committed is None or "carried_records" not in (base.states or {}):
         return False
+    floors = [in_flight_floor(run.plans, run.committed), in_flight_floor(run.plans, base.committed)]
+    if None in floors:  # a partition without a committed offset: every indexed row may be in flight
+        return False
+    floor = int(min(floors))
     files = _segment_files(base.segments)
     listed = ", ".join(repr_sql(f) for f in files)
-    floors = [in_flight_floor(run.plans, run.committed), in_flight_floor(run.plans, base.committed)]
-    floor = None if None in floors else int(min(floors))
     # the rows at or past the floor are all read (recent): the look-ups need only the others
-    below = "" if floor is None else f' AND i."offset" < {floor}'
+    below = f' AND i."offset" < {floor}'
     position = 'endpoint, topic, "partition", "offset"'
     found = []
     scan = (f'SELECT i.filename, i.file_row_number, i.endpoint, i.topic, i."partition", i."offset" '
@@ -263,13 +266,15 @@ def reach(con: duckdb.DuckDBPyConnection, run: IndexRun, keys: dict[str, str | N
         for name, numbers in con.execute(
                 "SELECT filename, list(file_row_number ORDER BY file_row_number) FROM reach_rows GROUP BY 1").fetchall():
             rows[name] = numbers
-    parts = [_bounded_rows(ident(state_view("carried_records"))),
-             "SELECT * FROM indexed" + ("" if floor is None else f' WHERE "offset" >= {floor}')]
+    # three parts that hold no row twice (an indexed position is in one segment): the carried
+    # records below the floor, the rows at or past it, and the rows found below it that are not
+    # carried. Not a union made distinct by position: that window took 0.33 s of 0.40 (10M + 1%).
+    parts = [f'SELECT * FROM ({_bounded_rows(ident(state_view("carried_records")))}) AS c WHERE "offset" < {floor}',
+             f'SELECT * FROM indexed WHERE "offset" >= {floor}']
     parts += [_bounded_rows(f"(SELECT * EXCLUDE (file_row_number) FROM read_parquet({repr_sql(name)}, "
                             f"file_row_number = true) WHERE file_row_number IN ({', '.join(map(str, numbers))}))")
               for name, numbers in rows.items()]
-    con.execute(f"CREATE OR REPLACE VIEW indexed_reach AS SELECT * FROM ({' UNION ALL '.join(parts)}) "
-                f"QUALIFY row_number() OVER (PARTITION BY {position}) = 1")
+    con.execute(f"CREATE OR REPLACE VIEW indexed_reach AS {' UNION ALL '.join(parts)}")
     return True
 
 
