@@ -12,8 +12,7 @@ The next run's *new rows* are those at or above the mark, or without a watermark
 reads every row of the message ids the new rows or `applied_twice` hold; EO502 every row of the
 keys the new rows or `differing_keys` hold (views `sink_<i>_by_message`, `sink_<i>_by_key`). The
 ids and keys are kept first (`sink_<i>_touched`), then the rows of either, in one scan of the sink
-(`sink_<i>_touched_rows`). The checks are the full audit's,
-over those rows.
+(`sink_<i>_touched_rows`). The checks are the full audit's, over those rows.
 
 Why the findings are the full audit's: each view holds every row of each group it holds, so the
 evidence of a group it holds is the full audit's. A group it does not hold had no new row, so

@@ -112,3 +112,18 @@ def test_past_the_fetch_limit_the_probes_read_the_whole_index(tmp_path: Path, mo
     incr = recorded(chaos.config, since_last=True)
     assert incr.run["scan"]["index_read"] == "whole"
     assert canonical(incr) == canonical(full(chaos.config, incr))
+
+
+@pytest.mark.integration
+def test_a_partition_without_a_committed_offset_reads_the_whole_index(tmp_path: Path) -> None:
+    """A partition whose consumer has committed nothing: every indexed row of it is in flight, so
+    no floor bounds the look-ups and the probes read every indexed row, and report the same."""
+    chaos = recorded_copy(tmp_path)
+    recorded(chaos.config)
+    append_orders(chaos.config_path.parent, "part-1.parquet")
+    offsets = chaos.config_path.parent / "topics" / "orders" / "_committed_offsets.json"
+    offsets.write_text(json.dumps({"orders": {"0": 22}}))  # partition 1: no committed offset
+    incr = recorded(chaos.config, since_last=True)
+    assert incr.run["scan"]["mode"] == "incremental"
+    assert incr.run["scan"]["index_read"] == "whole"
+    assert canonical(incr) == canonical(full(chaos.config, incr))
