@@ -10,6 +10,8 @@ archive of N, in one process (on Spark, one session: the same warm JVM for both)
     python bench/incremental_bench.py --records 100000000 --in-flight 100000 --engine duckdb --appends 0.01 \
         --memory-limit 1.5GB --prepare-only --work /tmp/incr100m
     python bench/incremental_bench.py --engine duckdb --measure /tmp/incr100m/state-100000000-100000-duckdb
+    # the same, each run in a process of its own, as cron starts them (timed from the process's start)
+    python bench/incremental_bench.py --engine duckdb --measure /tmp/incr100m/state-100000000-100000-duckdb --processes
 
 The state is `samples/generator.py`'s (8 partitions, 10% of each in flight). A full audit is
 recorded first (its working copy becomes the record index). Then, for each k: k records are
@@ -215,6 +217,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="with --measure: pairs of runs, the first pair "
                     "--since-last then full, the next full then --since-last, and so on (on Spark the first run "
                     "of a session pays for the JVM's warm-up: compare the runs of the same round)")
+    ap.add_argument("--processes", action="store_true", help="with --measure: each run in a process of its own, "
+                    "as cron starts them, timed from the process's start (the interpreter, the imports, on Spark "
+                    "the session, which maps eoctl's class archive or records one, as the CLI does)")
+    ap.add_argument("--child", choices=("since-last", "full"), help=argparse.SUPPRESS)  # one run of --processes
     ap.add_argument("--engine", choices=("spark", "duckdb"), default="spark",
                     help="the engine of every run (each engine keeps its own state folder under --work)")
     args = ap.parse_args()
@@ -236,6 +242,10 @@ def bench(args: argparse.Namespace) -> int:
     from eoctl.options import AuditOptions
     from samples.generator import GenSpec, generate
 
+    if args.measure and args.child:
+        return one_run(args)
+    if args.measure and args.processes:
+        return measure_processes(args)
     if args.measure:
         return measure(args)
     out = args.work / f"state-{args.records}-{args.in_flight}{'-live' if args.kafka else ''}-{args.engine}"
@@ -328,16 +338,91 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def one_run(args: argparse.Namespace) -> int:
+    """A child of --processes: one run of the state, started as the CLI starts it; its figures as
+    one JSON line, the last of stdout."""
+    import json
+
+    from eoctl import incremental
+    from eoctl.config import load_config
+    from eoctl.options import AuditOptions
+
+    config = load_config(args.measure / "eoctl.toml", overrides={"kind": args.engine})
+    spark, classes, t = None, "", time.monotonic()
+    if args.engine == "spark":
+        from eoctl.engine.spark import class_archive, start_session, stop_session
+
+        spark = start_session(config.engine, record_classes=True)
+        options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", "")
+        classes = "recorded" if class_archive.recording() else "mapped" if "SharedArchiveFile" in options else "none"
+    session = time.monotonic() - t
+    since = args.child == "since-last"
+    found, seconds, scan, report, _ = timed(spark, config, AuditOptions(since_last=True, keep_index=True)
+                                            if since else AuditOptions())
+    if since:  # its part of the index, which no history row names: never read
+        incremental.discard(spark, incremental.run_folder(config, report.run["id"]))
+    if spark is not None:
+        class_archive.save(spark)  # what the CLI does after a run that succeeded
+        stop_session(spark, end_jvm=True)
+    print(json.dumps({"found": sorted([list(k), list(v)] for k, v in found.items()), "seconds": seconds,
+                      "scan": {k: scan[k] for k in ("new_records", "indexed_records")}, "session": session,
+                      "classes": classes}))
+    return 0
+
+
+def measure_processes(args: argparse.Namespace) -> int:
+    """--measure --processes: each run a process of this script (one_run), its time the process's."""
+    import json
+
+    from measure import run_measured
+
+    from eoctl.config import load_config
+
+    config = load_config(args.measure / "eoctl.toml", overrides={"kind": args.engine})
+    rows = []
+    for round_ in range(1, args.rounds + 1):
+        runs = {}
+        for kind in (("since-last", "full") if round_ % 2 else ("full", "since-last")):
+            argv = [sys.executable, __file__, "--measure", str(args.measure), "--engine", args.engine, "--child", kind]
+            wall, peak, code, out, err = run_measured(argv + (["--codes", args.codes] if args.codes else []),
+                                                      dict(os.environ), REPO)
+            if code:
+                print(f"the {kind} run failed (exit {code}):\n{err[-3000:]}", file=sys.stderr)
+                return code
+            runs[kind] = (json.loads(out.strip().splitlines()[-1]), wall, peak)
+        (inc, inc_wall, inc_peak), (full, full_wall, full_peak) = runs["since-last"], runs["full"]
+        same = inc["found"] == full["found"]
+        ratio = sum(inc["seconds"].values()) / sum(full["seconds"].values())
+        for name, run, wall, peak, share in ((f"{round_}: --since-last", inc, inc_wall, inc_peak, ratio),
+                                             (f"{round_}: full", full, full_wall, full_peak, None)):
+            if run["classes"]:
+                name += f" (classes {run['classes']})"
+            process = (wall, run["session"], inc_wall / full_wall if share is not None else None)
+            rows.append((name, run["scan"], run["seconds"], same, peak, share, process))
+    print_table(args, f"the state of {args.measure}, each run in a process of its own", rows,
+                config.engine.memory_limit)
+    return 0
+
+
 def print_table(args: argparse.Namespace, what: str, rows: list, memory_limit: str | None) -> None:
+    """One row per run: (name, scan, seconds per phase, same findings, peak RSS, share of the full
+    audit's time[, (the process's seconds, its session's, its share of the full audit's process)])."""
     memory = f", memory_limit {memory_limit}" if memory_limit else ""
     print(f"\n{what}, engine {args.engine}{memory}, {os.cpu_count()} cores, checks {', '.join(CODES)}")
     head = "".join(f" {p + ' s':>15}" for p, _ in PHASES)
-    print(f"{'run':44} {'from source':>12} {'from index':>11}{head} {'total s':>8} {'of full':>8} "
+    processes = any(len(r) > 6 for r in rows)
+    extra = f" {'session s':>9} {'process s':>9} {'of full':>8}" if processes else ""
+    print(f"{'run':44} {'from source':>12} {'from index':>11}{head} {'total s':>8} {'of full':>8}{extra} "
           f"{'peak MiB':>9} {'same findings':>14}")
-    for name, scan, seconds, same, peak, ratio in rows:
+    for name, scan, seconds, same, peak, ratio, *process in rows:
         cells = "".join(f" {seconds[p]:15.1f}" for p, _ in PHASES)
+        if process:
+            wall, session, share = process[0]
+            cells_extra = f" {session:9.1f} {wall:9.1f} {f'{share:.0%}' if share is not None else '':>8}"
+        else:
+            cells_extra = ""
         print(f"{name:44} {scan['new_records']:12,} {scan['indexed_records']:11,}{cells} "
-              f"{sum(seconds.values()):8.1f} {f'{ratio:.0%}' if ratio is not None else '':>8} "
+              f"{sum(seconds.values()):8.1f} {f'{ratio:.0%}' if ratio is not None else '':>8}{cells_extra} "
               f"{peak / 2**20:9.0f} {str(same):>14}")
 
 
