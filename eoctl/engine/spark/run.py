@@ -154,17 +154,20 @@ class SparkRun:
     def keep(self, name: str, sql: str) -> None:
         from pyspark import StorageLevel
 
+        # computed now (below), and cached: queries that read it are planned knowing its real size
         df = self.spark.sql(sql).persist(StorageLevel.MEMORY_AND_DISK)
-        df.count()  # computed now: queries that read it are planned knowing its real size
         if self._checkpoints:
-            # Its rows as a plan of their own (with the cached size): a query over a kept table
-            # otherwise holds the plans of every table it was computed from, which Spark walks
-            # again for each query (an incremental audit's checks: 5 s each instead of 1 s at
-            # 300k records). Local sessions only: on a cluster a lost executor loses these
-            # blocks, where a cached table is computed again.
+            # Its rows as a plan of their own: a query over a kept table otherwise holds the plans
+            # of every table it was computed from, which Spark walks again for each query (an
+            # incremental audit's checks: 5 s each instead of 1 s at 300k records). Local sessions
+            # only: on a cluster a lost executor loses these blocks, where a cached table is
+            # computed again. One job fills the cache and the checkpoint; the checkpoint's plan
+            # takes its size from the cache, filled by then (a count first was a job more).
             checkpoint = df.localCheckpoint(eager=True)
             df.unpersist()
             df = checkpoint
+        else:
+            df.count()
         if name in self._kept:  # freed once the new one is computed: that may have read it
             _forget(self._kept.pop(name), self._checkpoints)
         df.createOrReplaceTempView(name)
