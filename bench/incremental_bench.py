@@ -364,9 +364,10 @@ def one_run(args: argparse.Namespace) -> int:
     if spark is not None:
         class_archive.save(spark)  # what the CLI does after a run that succeeded
         stop_session(spark, end_jvm=True)
-    print(json.dumps({"found": sorted([list(k), list(v)] for k, v in found.items()), "seconds": seconds,
-                      "scan": {k: scan[k] for k in ("new_records", "indexed_records")}, "session": session,
-                      "classes": classes}))
+    # sorted by their text: a finding's `where` may be None beside another's text
+    print(json.dumps({"found": sorted(([list(k), list(v)] for k, v in found.items()), key=json.dumps),
+                      "seconds": seconds, "scan": {k: scan[k] for k in ("new_records", "indexed_records")},
+                      "session": session, "classes": classes}))
     return 0
 
 
