@@ -308,23 +308,37 @@ def bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def round_order(round_: int) -> tuple[str, str]:
+    """The runs of a --measure round: --since-last first in odd rounds, the full audit first in
+    even ones (the first run of a Spark session pays for the JVM's warm-up)."""
+    return ("since-last", "full") if round_ % 2 else ("full", "since-last")
+
+
+def measured_run(spark, config, kind: str) -> tuple[dict, dict[str, float], dict, object, int]:
+    """One run of --measure, neither recorded (timed()): `kind` "since-last" keeps its part of the
+    index, then deletes it (no history row names it: never read), or "full"."""
+    from eoctl import incremental
+    from eoctl.options import AuditOptions
+
+    since = kind == "since-last"
+    result = timed(spark, config, AuditOptions(since_last=True, keep_index=True) if since else AuditOptions())
+    if since:
+        incremental.discard(spark, incremental.run_folder(config, result[3].run["id"]))
+    return result
+
+
 def measure(args: argparse.Namespace) -> int:
     """--measure: the state --prepare-only left, --since-last beside a full audit (neither recorded)."""
-    from eoctl import incremental
     from eoctl.config import load_config
     from eoctl.engine.spark import start_session
-    from eoctl.options import AuditOptions
 
     config = load_config(args.measure / "eoctl.toml", overrides={"kind": args.engine})
     spark = start_session(config.engine) if args.engine == "spark" else None
     rows = []
     for round_ in range(1, args.rounds + 1):
         runs = {}
-        for kind in (("since-last", "full") if round_ % 2 else ("full", "since-last")):
-            options = AuditOptions(since_last=True, keep_index=True) if kind == "since-last" else AuditOptions()
-            runs[kind] = timed(spark, config, options)
-            if kind == "since-last":  # its part of the index, which no history row names: never read
-                incremental.discard(spark, incremental.run_folder(config, runs[kind][3].run["id"]))
+        for kind in round_order(round_):
+            runs[kind] = measured_run(spark, config, kind)
         (found, seconds, scan, _, peak), (full_found, full_seconds, full_scan, _, full_peak) = (
             runs["since-last"], runs["full"])
         same = found == full_found
@@ -343,9 +357,7 @@ def one_run(args: argparse.Namespace) -> int:
     one JSON line, the last of stdout."""
     import json
 
-    from eoctl import incremental
     from eoctl.config import load_config
-    from eoctl.options import AuditOptions
 
     config = load_config(args.measure / "eoctl.toml", overrides={"kind": args.engine})
     spark, classes, t = None, "", time.monotonic()
@@ -356,11 +368,7 @@ def one_run(args: argparse.Namespace) -> int:
         options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", "")
         classes = "recorded" if class_archive.recording() else "mapped" if "SharedArchiveFile" in options else "none"
     session = time.monotonic() - t
-    since = args.child == "since-last"
-    found, seconds, scan, report, _ = timed(spark, config, AuditOptions(since_last=True, keep_index=True)
-                                            if since else AuditOptions())
-    if since:  # its part of the index, which no history row names: never read
-        incremental.discard(spark, incremental.run_folder(config, report.run["id"]))
+    found, seconds, scan, _, _ = measured_run(spark, config, args.child)
     if spark is not None:
         class_archive.save(spark)  # what the CLI does after a run that succeeded
         stop_session(spark, end_jvm=True)
@@ -383,7 +391,7 @@ def measure_processes(args: argparse.Namespace) -> int:
     rows = []
     for round_ in range(1, args.rounds + 1):
         runs = {}
-        for kind in (("since-last", "full") if round_ % 2 else ("full", "since-last")):
+        for kind in round_order(round_):
             argv = [sys.executable, __file__, "--measure", str(args.measure), "--engine", args.engine, "--child", kind]
             wall, peak, code, out, err = run_measured(argv + (["--codes", args.codes] if args.codes else []),
                                                       dict(os.environ), REPO)
