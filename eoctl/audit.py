@@ -112,16 +112,17 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
 
     records, dialect, scope = records_table(), engine.dialect, engine.scope
     kept: set[str] = set()
+    if continuation is not None and continuation.continuing:
+        engine.open_states({n: s.schema for n, s in states(scope).items() if n in continuation.states})
+        marks = {name: engine.rows(compile_sql(expr, dialect))[0]["mark"]
+                 for name, expr in continuation.mark_queries(scope).items()}
+        continuation = replace(continuation, sink_marks=tuple(sorted(marks.items())))
     if continuation is not None:
         # before any check reads a sink: a row written later is above the mark the next run reads from
         for name, expr in continuation.marks(scope, dialect).items():
             engine.keep(name, compile_sql(expr, dialect))
             kept.add(name)
     if continuation is not None and continuation.continuing:
-        engine.open_states({n: s.schema for n, s in states(scope).items() if n in continuation.states})
-        marks = {name: engine.rows(compile_sql(expr, dialect))[0]["mark"]
-                 for name, expr in continuation.mark_queries(scope).items()}
-        continuation = replace(continuation, sink_marks=tuple(sorted(marks.items())))
         families = continuation.families(codes)
         step("reading the indexed records the checks need again")
         if continuation.narrows(families) and engine.reach(

@@ -129,3 +129,56 @@ def test_the_states_are_named_after_what_the_sink_is() -> None:
     assert sink_states.state_names("shipping", sink)[0] != names[0]
     # without key columns there is no EO502 state
     assert len(sink_states.state_names("billing", sink.model_copy(update={"key_columns": []}))) == 2
+
+
+def _marks(run_sql, tmp_path) -> dict[int | None, int | None]:
+    """The mark kept over a sink whose rows' watermarks are 2, 5 and NULL, continuing from each
+    kept mark (None: no mark kept)."""
+    import ibis
+
+    from eoctl.config import load_config
+    from eoctl.expr.functions import compile_sql
+    from eoctl.expr.inputs import Scope
+    from eoctl.options import AuditOptions
+    from tests.helpers.configs import write_config
+
+    config = load_config(write_config(tmp_path, """
+        [endpoints.billing]
+        [[endpoints.billing.sinks]]
+        name = "invoices"
+        format = "parquet"
+        path = "sinks/invoices"
+        message_id_column = "source_message_id"
+        watermark_column = "applied_at"
+    """))
+    sink = config.endpoints["billing"].sinks[0]
+    scope = Scope(config, AuditOptions(), sink_schemas={
+        ("billing", "invoices"): ibis.schema({"source_message_id": "string", "applied_at": "int64"})})
+    source = ("SELECT * FROM (VALUES ('a', CAST(2 AS BIGINT)), ('b', CAST(5 AS BIGINT)), ('c', CAST(NULL AS BIGINT))) "
+              "AS v(source_message_id, applied_at)")
+    return {kept: run_sql(scope.sink_view("billing", sink), source, compile_sql(
+        sink_states.mark(scope, "billing", sink, run_sql.dialect, kept), run_sql.dialect))
+        for kept in (None, 1, 5, 9)}
+
+
+@pytest.mark.integration
+def test_a_mark_is_the_highest_watermark_the_sink_has_held_on_both_engines(spark, tmp_path) -> None:
+    """The rows' highest, or the kept mark's when it is higher (rows deleted since never lower
+    it): read from the new rows only, alike on both engines."""
+    import duckdb
+
+    from eoctl.expr.functions import Dialect
+
+    def on_duckdb(view: str, source: str, sql: str) -> int | None:
+        con = duckdb.connect()
+        con.execute(f"CREATE VIEW {view} AS {source}")
+        return con.execute(sql).fetchone()[0]
+
+    def on_spark(view: str, source: str, sql: str) -> int | None:
+        spark.sql(source).createOrReplaceTempView(view)
+        return spark.sql(sql).collect()[0][0]
+
+    on_duckdb.dialect, on_spark.dialect = Dialect.duckdb, Dialect.spark
+    expected = {None: 5, 1: 5, 5: 5, 9: 9}
+    assert _marks(on_duckdb, tmp_path) == expected
+    assert _marks(on_spark, tmp_path) == expected
