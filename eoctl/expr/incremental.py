@@ -353,10 +353,9 @@ class Continuation:
         Kept, not views: a check's filter over a view of the sink's rows changed the engine's plan
         of its scan (DuckDB built its join of the sink's every row: 0.9 s instead of 0.5 s at 10M
         rows), and on Spark each reader of a view scanned the sink again."""
-        marks = dict(self.sink_marks)
         out: dict[str, ir.Table] = {}
         for e, s in self.narrowed(scope):
-            new = sink_states.new_rows(scope, e, s, dialect, marks.get(sink_states.mark_state(e, s)))
+            new = sink_states.new_rows(scope, e, s, dialect, self.kept_mark(e, s))
             out[sink_states.touched_view(scope, e, s)] = sink_states.touched(scope, e, s, new)
             out[sink_states.touched_rows_view(scope, e, s)] = sink_states.touched_rows(scope, e, s, dialect)
         return out
@@ -376,10 +375,13 @@ class Continuation:
         next run's mark), by name; none when the run keeps no states."""
         if not self.keeps:
             return {}
-        kept = dict(self.sink_marks)
-        return {sink_states.mark_view(scope, e, s): sink_states.mark(scope, e, s, dialect,
-                                                                     kept.get(sink_states.mark_state(e, s)))
+        return {sink_states.mark_view(scope, e, s): sink_states.mark(scope, e, s, dialect, self.kept_mark(e, s))
                 for e, s in sink_states.watermarked(scope)}
+
+    def kept_mark(self, endpoint: str, sink: SinkConfig) -> int | None:
+        """The mark the recorded run kept for a narrowed sink (read into `sink_marks`); None for
+        another sink, or one that was empty then."""
+        return dict(self.sink_marks).get(sink_states.mark_state(endpoint, sink))
 
     def sink_reads(self, scope: Scope) -> dict[str, str]:
         """How EO501 and EO502 read each sink with a watermark column ("<endpoint>/<sink>" -> why
