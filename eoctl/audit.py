@@ -6,6 +6,7 @@ import datetime as dt
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from eoctl import incremental
@@ -105,6 +106,7 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
     computed first; each check with evidence (counted, sampled, the rest kept in a file) becomes a
     finding of `report`. With a `continuation`, each check reads the records of its family
     (eoctl.expr.incremental), each kept once. The names of the tables kept."""
+    from eoctl.engine.run import in_order
     from eoctl.expr import compile_sql
     from eoctl.expr.catalog import CHECKS, shared_tables
     from eoctl.expr.incremental import CANDIDATES, family_view, states
@@ -143,17 +145,25 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
     for name, expr in shared_tables(codes, scope, records, dialect, continuation).items():
         engine.keep(name, compile_sql(expr, dialect))
         kept.add(name)
+    # each check's evidence in the catalog's order, whichever finishes first
+    evidence = []
     for code in codes:
-        step(f"{code}: {CATALOG[code].title}")
         code_records = continuation.records_of(code) if continuation is not None else records
         code_scope = continuation.scope_for(code, scope) if continuation is not None else scope
-        for hit in CHECKS[code](code_scope, code_records, dialect):
-            count, rows, path = engine.evaluate(compile_sql(in_evidence_order(code, hit.evidence), dialect),
-                                                f"{report.run['id']}-{code}-{hit.endpoint}")
-            if count:
-                report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
-            if code == "EO106":  # lines the scan could not read are part of what it scanned
-                report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
+        evidence += [(code, hit, compile_sql(in_evidence_order(code, hit.evidence), dialect))
+                     for hit in CHECKS[code](code_scope, code_records, dialect)]
+
+    def waiting_for(i: int) -> None:  # a code's first evidence: the check it belongs to
+        if i == 0 or evidence[i - 1][0] != evidence[i][0]:
+            step(f"{evidence[i][0]}: {CATALOG[evidence[i][0]].title}")
+
+    results = in_order(engine, [partial(engine.evaluate, sql, f"{report.run['id']}-{code}-{hit.endpoint}")
+                                for code, hit, sql in evidence], waiting_for)
+    for (code, hit, _), (count, rows, path) in zip(evidence, results):
+        if count:
+            report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
+        if code == "EO106":  # lines the scan could not read are part of what it scanned
+            report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
     return kept
 
 
@@ -163,20 +173,22 @@ def keep_states(engine: EngineRun, continuation: Continuation, kept: set[str]) -
     family's records or the sink's. name -> (rows, bytes)."""
     import ibis
 
+    from eoctl.engine.run import in_order
     from eoctl.expr import compile_sql
     from eoctl.expr.incremental import CARRIED_FROM, next_state_table, states
 
-    out = {}
+    written = {}
     for name, state in states(engine.scope).items():
         # a kept table may hold more columns than the state (EO501's counts): the state's only
         rows = (ibis.table(ibis.schema(state.schema), name=state.shared) if state.shared in kept
                 else state.build(continuation, engine.scope, engine.dialect))
         sql = compile_sql(rows.select(*state.schema), engine.dialect)
-        if name in CARRIED_FROM:  # read again by carried_records, which is built after it
+        if name in CARRIED_FROM:  # read again by carried_records: kept before any state is written
             engine.keep(next_state_table(name), sql)
             sql = f"SELECT * FROM {next_state_table(name)}"
-        out[name] = engine.keep_state(name, sql)
-    return out
+        written[name] = sql
+    sizes = in_order(engine, [partial(engine.keep_state, name, sql) for name, sql in written.items()])
+    return dict(zip(written, sizes))
 
 
 def in_evidence_order(code: str, evidence):

@@ -8,7 +8,7 @@ an engine is chosen.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from eoctl.config.model import Config
@@ -21,10 +21,13 @@ if TYPE_CHECKING:
     from eoctl.stores.layout import StoreLayout
     from eoctl.trace.reader import TraceReader
 
+T = TypeVar("T")
+
 
 class EngineRun(Protocol):
     scope: Scope  # which tables the run opened, as the expressions see them
     dialect: Dialect
+    concurrency: int  # how many evaluate or keep_state calls may run at once, each from a thread (in_order)
 
     def keep(self, name: str, sql: str) -> None:
         """The rows of `sql` computed once and kept as table `name` (replacing one of that name), in
@@ -48,6 +51,11 @@ class EngineRun(Protocol):
 
     def stream(self, sql: str) -> Iterator[dict[str, Any]]:
         """Every row of `sql`, in its order, batch by batch: never the whole result at once."""
+
+    def cancel(self) -> None:
+        """Stop what other threads of the run are computing now (in_order: one call failed, or a
+        signal came): their calls then fail soon instead of running to the end. What starts after
+        it is not stopped: in_order calls it until every call has ended."""
 
     def release(self) -> None:
         """Free everything the run holds (also after a failure): a record index begun and not
@@ -85,6 +93,44 @@ class EngineRun(Protocol):
     def keep_index(self, run_id: str, stats: list, states: dict[str, tuple[int, int]]) -> RecordIndex:
         """Complete and publish this run's part of the record index (opened with `index_path`),
         with the states kept (name -> (rows, bytes))."""
+
+
+def in_order(engine: EngineRun, calls: Sequence[Callable[[], T]],
+             before: Callable[[int], None] = lambda _i: None) -> list[T]:
+    """The results of `calls` (independent calls of the engine: evaluate, keep_state), in their
+    order, up to engine.concurrency of them running at once; `before(i)` in this thread as the
+    i-th result is waited for (progress). A Spark job of a few rows mostly waits (scheduling, code
+    generation); several at once overlap those waits: an incremental audit's eleven evidence
+    queries took 11 s instead of 15 on two cores, where a full audit's, busy scanning, gained
+    nothing. A failure or a signal cancels the calls not started and the engine's running work;
+    nothing returns before every thread has stopped."""
+    if engine.concurrency <= 1 or len(calls) <= 1:
+        results = []
+        for i, call in enumerate(calls):
+            before(i)
+            results.append(call())
+        return results
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    pool = ThreadPoolExecutor(min(engine.concurrency, len(calls)), thread_name_prefix="eoctl-engine")
+    futures = [pool.submit(call) for call in calls]
+    try:
+        results = []
+        for i, future in enumerate(futures):
+            before(i)
+            results.append(future.result())
+        return results
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        # again until every call has ended: a query runs as several jobs (adaptive execution),
+        # and one between two of them has none running to cancel
+        engine.cancel()
+        while wait(futures, timeout=0.5).not_done:
+            engine.cancel()
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def open_run(spark: Any, config: Config, options: AuditOptions, step: Callable[[str], None], *,

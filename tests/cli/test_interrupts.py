@@ -63,6 +63,44 @@ def test_an_interrupted_audit_says_one_line_and_leaves_nothing(tmp_path: Path, s
     assert not (chaos.config_path.parent / "eoctl-history.duckdb").exists()  # no half-recorded run
 
 
+def test_an_audit_interrupted_while_its_evidence_queries_run_at_once_says_one_line(tmp_path: Path) -> None:
+    """SIGINT while Spark runs several checks' evidence queries on threads of the run
+    (eoctl.engine.run.in_order): the main thread, waiting on them, stops them all and says the
+    one line; no thread or JVM outlives the run, nothing is left."""
+    import threading
+
+    chaos = recorded_copy(tmp_path)
+    cwd, tmp_root = tmp_path / "cwd", tmp_path / "eoctl-tmp"
+    cwd.mkdir()
+    proc = _eoctl(chaos.config_path, cwd, tmp_root, "audit")
+    lines: list[str] = []
+    checking = threading.Event()
+
+    def read_stderr() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if " EO1" in line:  # the first evidence waited on: the queries are running
+                checking.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    assert checking.wait(300), "".join(lines)[-2000:]
+    time.sleep(0.5)
+    assert proc.poll() is None, "".join(lines)[-2000:]
+    os.kill(proc.pid, signal.SIGINT)
+    out = proc.stdout.read()
+    proc.wait(120)
+    reader.join(10)
+
+    assert proc.returncode == 130, "".join(lines)[-2000:]
+    assert without_progress("".join(lines)) == ["eoctl: interrupted (SIGINT)"]
+    assert out == ""
+    assert wait_until(lambda: group_gone(proc.pid), 60, 0.5), "the Spark driver JVM outlived the run"
+    assert list(tmp_root.iterdir()) == []
+    assert list(cwd.iterdir()) == []
+    assert not (chaos.config_path.parent / "eoctl-history.duckdb").exists()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_duckdb_audit_says_the_same_line_and_leaves_nothing(tmp_path: Path, signum: int) -> None:
     """The same on the DuckDB engine, inside its scan of a million records (several seconds)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eoctl.config.model import Config
-from eoctl.engine.run import open_rows_run, open_run, open_trace_reader
+from eoctl.engine.run import in_order, open_rows_run, open_run, open_trace_reader
 from eoctl.expr.records import records_table
 from tests.helpers.audits import on_engine
 from tests.helpers.chaos import recorded_copy, settled
@@ -95,3 +95,90 @@ def test_a_rows_run_evaluates_over_the_rows_it_was_given(tmp_path) -> None:
         assert (count, rows, path) == (1, [{"offset": 8, "message_id": "m\x1b1"}], None)
     finally:
         run.release()
+
+
+class _Threads:
+    """What in_order asks of an engine: how many calls at once, and a cancel (which releases the
+    calls that wait for it, as a cancelled Spark job ends the call waiting on it)."""
+
+    def __init__(self, concurrency: int) -> None:
+        import threading
+
+        self.concurrency = concurrency
+        self.cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+
+def _pool_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name.startswith("eoctl-engine")]
+
+
+@pytest.mark.unit
+def test_in_order_runs_up_to_the_engines_concurrency_at_once_and_answers_in_call_order() -> None:
+    import threading
+    import time
+
+    engine = _Threads(3)
+    together = threading.Barrier(3, timeout=10)  # broken (an error) unless three run at once
+    lock, running, most, waited = threading.Lock(), [0], [0], []
+
+    def call(i: int):
+        def run() -> int:
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            if i < 3:
+                together.wait()
+            time.sleep(0.05 * (6 - i))  # the later calls finish first
+            with lock:
+                running[0] -= 1
+            return i * 10
+        return run
+
+    def before(i: int) -> None:
+        assert threading.current_thread() is threading.main_thread()
+        waited.append(i)
+
+    assert in_order(engine, [call(i) for i in range(6)], before) == [0, 10, 20, 30, 40, 50]
+    assert most[0] == 3 and waited == list(range(6)) and not _pool_threads()
+
+
+@pytest.mark.unit
+def test_in_order_one_at_a_time_says_before_each_call_runs() -> None:
+    said: list[str] = []
+    calls = [lambda i=i: said.append(f"ran {i}") or i for i in range(3)]
+    assert in_order(_Threads(1), calls, lambda i: said.append(f"before {i}")) == [0, 1, 2]
+    assert said == ["before 0", "ran 0", "before 1", "ran 1", "before 2", "ran 2"]
+
+
+@pytest.mark.unit
+def test_a_failing_call_cancels_the_calls_not_started_and_the_engines_running_work() -> None:
+    import time
+
+    engine = _Threads(2)
+    started: list[int] = []
+
+    def failing() -> None:
+        started.append(0)
+        raise ValueError("the first check's query failed")
+
+    def running() -> None:  # a long query: it ends when the engine cancels it
+        started.append(1)
+        assert engine.cancelled.wait(10), "in_order never cancelled the engine's running work"
+        raise RuntimeError("job cancelled")
+
+    def later(i: int):
+        def run() -> None:
+            started.append(i)
+            time.sleep(0.2)  # long enough for the failure to reach in_order before the queue empties
+        return run
+
+    with pytest.raises(ValueError, match="first check"):
+        in_order(engine, [failing, running, *[later(i) for i in range(2, 8)]])
+    assert engine.cancelled.is_set()
+    assert 1 in started and len(started) <= 4  # the calls still queued never ran
+    assert not _pool_threads()  # every thread stopped before the error reached the caller

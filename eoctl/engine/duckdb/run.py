@@ -63,6 +63,9 @@ class DuckDBRun:
     `options.since_last` the records continue the newest recorded index, and with `index_path`
     they become this run's part of the index (keep_index)."""
 
+    #: one connection, one statement at a time (each uses every core the database is given)
+    concurrency = 1
+
     def __init__(self, config: Config, options: AuditOptions, step: Callable[[str], None], *,
                  inputs: frozenset[str] = frozenset(), layout=None, keep_records: bool = True,
                  index_path: str | None = None) -> None:
@@ -208,6 +211,9 @@ class DuckDBRun:
             for r in batch:
                 yield dict(zip(names, r))
 
+    def cancel(self) -> None:
+        self.con.interrupt()
+
     def release(self) -> None:
         from eoctl import incremental
 
@@ -289,6 +295,8 @@ class RowsRun:
     cost more than all of them here). `tables`: name -> (rows, Ibis schema); evidence rows come
     back as the rows' own Python values, every one of them."""
 
+    concurrency = 1
+
     def __init__(self, config: Config, tables: dict[str, tuple[list[dict[str, Any]], Any]], scope: Scope) -> None:
         from eoctl.expr import Dialect
 
@@ -314,6 +322,9 @@ class RowsRun:
     def evaluate(self, sql: str, stem: str) -> tuple[int, list[dict[str, Any]], str | None]:
         rows = self.con.sql(sql).to_arrow_table().to_pylist()
         return len(rows), rows, None
+
+    def cancel(self) -> None:
+        self.con.interrupt()
 
     def release(self) -> None:
         self.con.close()

@@ -65,3 +65,32 @@ def test_a_kept_table_is_a_plan_of_its_own_with_its_size_and_is_freed_on_release
     finally:
         run.release()
     assert _persistent_rdds(spark) == before
+
+
+
+@pytest.mark.integration
+def test_a_failing_call_stops_the_spark_query_another_thread_runs(tmp_path, spark) -> None:
+    """in_order over a Spark run, as the audit runs its evidence queries: when one call fails, the
+    query another thread waits on (minutes of work, several jobs) is cancelled, its call ends, and
+    the session runs the next query as before."""
+    import time
+
+    from eoctl.engine.run import in_order
+
+    run = open_run(spark, on_engine(recorded_copy(tmp_path).config, "spark"), settled(), lambda _m: None)
+    long_query = ("SELECT count(*) AS n FROM range(1000000) a CROSS JOIN range(1000000) b "
+                  "WHERE a.id * b.id % 7 = 3")  # 10^12 pairs of rows: minutes on two cores
+
+    def failing() -> None:
+        time.sleep(3)  # the long query's jobs are running by now
+        raise ValueError("a check's query failed")
+
+    try:
+        started = time.monotonic()
+        with pytest.raises(ValueError, match="check's query"):
+            in_order(run, [failing, lambda: run.rows(long_query)])
+        assert time.monotonic() - started < 40
+        assert not spark.sparkContext.statusTracker().getActiveJobsIds()
+        assert run.rows("SELECT 1 AS one") == [{"one": 1}]
+    finally:
+        run.release()
