@@ -133,8 +133,8 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
             continuation = replace(continuation, reached=True)
         # how the probes read the index: a few columns by key and the carried records, or every row
         report.run.setdefault("scan", {})["index_read"] = "narrow" if continuation.reached else "whole"
-        for name, expr in continuation.probe_keys(families, scope, dialect).items():
-            engine.keep(name, compile_sql(expr, dialect))
+        _keep_all(engine, {name: compile_sql(expr, dialect)  # each over the inputs and states alone
+                           for name, expr in continuation.probe_keys(families, scope, dialect).items()})
         engine.keep(CANDIDATES, compile_sql(continuation.candidates(families, scope, dialect), dialect))
         for family in families:  # each a filter of the kept candidates and the new records
             engine.view(family_view(family), compile_sql(continuation.family(family, scope, dialect), dialect))
@@ -143,7 +143,7 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
         for name, expr in continuation.sink_views(scope).items():
             engine.view(name, compile_sql(expr, dialect))
     for name, expr in shared_tables(codes, scope, records, dialect, continuation).items():
-        engine.keep(name, compile_sql(expr, dialect))
+        engine.keep(name, compile_sql(expr, dialect))  # in order: one may read another (repeated_keys)
         kept.add(name)
     # each check's evidence in the catalog's order, whichever finishes first
     evidence = []
@@ -165,6 +165,14 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
         if code == "EO106":  # lines the scan could not read are part of what it scanned
             report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
     return kept
+
+
+def _keep_all(engine: EngineRun, tables: dict[str, str]) -> None:
+    """Keep each of `tables` (name -> SQL), none of which reads another: up to the engine's
+    concurrency at once (eoctl.engine.run.in_order)."""
+    from eoctl.engine.run import in_order
+
+    in_order(engine, [partial(engine.keep, name, sql) for name, sql in tables.items()])
 
 
 def keep_states(engine: EngineRun, continuation: Continuation, kept: set[str]) -> dict[str, tuple[int, int]]:

@@ -27,7 +27,7 @@ T = TypeVar("T")
 class EngineRun(Protocol):
     scope: Scope  # which tables the run opened, as the expressions see them
     dialect: Dialect
-    concurrency: int  # how many evaluate or keep_state calls may run at once, each from a thread (in_order)
+    concurrency: int  # keep, evaluate or keep_state calls at once, each from a thread (in_order)
 
     def keep(self, name: str, sql: str) -> None:
         """The rows of `sql` computed once and kept as table `name` (replacing one of that name), in
@@ -97,12 +97,12 @@ class EngineRun(Protocol):
 
 def in_order(engine: EngineRun, calls: Sequence[Callable[[], T]],
              before: Callable[[int], None] = lambda _i: None) -> list[T]:
-    """The results of `calls` (independent calls of the engine: evaluate, keep_state), in their
-    order, up to engine.concurrency of them running at once; `before(i)` in this thread as the
-    i-th result is waited for (progress). A Spark job of a few rows mostly waits (scheduling, code
-    generation); several at once overlap those waits: an incremental audit's eleven evidence
-    queries took 11 s instead of 15 on two cores, where a full audit's, busy scanning, gained
-    nothing. A failure or a signal cancels the calls not started and the engine's running work;
+    """The results of `calls` (independent calls of the engine: keep, evaluate, keep_state), in
+    their order, up to engine.concurrency of them running at once; `before(i)` in this thread as
+    the i-th result is waited for (progress). In a warm Spark session a job of a few rows mostly
+    waits (scheduling, small tasks), which several at once overlap: an incremental audit's eleven
+    evidence queries took 11 s instead of 15 on two cores, where a full audit's, busy scanning,
+    gained 2 s of 47 (in a new JVM, busy compiling, neither gains much). A failure or a signal cancels the calls not started and the engine's running work;
     nothing returns before every thread has stopped."""
     if engine.concurrency <= 1 or len(calls) <= 1:
         results = []

@@ -55,9 +55,9 @@ class SparkRun:
     with `index_path` the working copy becomes this run's part of it (keep_index). The session
     runs with the compiled expressions' SQL settings until release()."""
 
-    #: evidence queries and states written at once (eoctl.engine.run.in_order): a small job's time
-    #: is mostly waits (scheduling, code generation) that several overlap. An incremental audit's
-    #: evidence on two cores (10M + 1%): 15.3 s one at a time, 13.6 s two, 11.0 s three
+    #: evidence queries, probes' keys and states written at once (eoctl.engine.run.in_order): in a
+    #: warm session a small job's time is mostly waits that several overlap. An incremental
+    #: audit's evidence on two cores (10M + 1%): 15.3 s one at a time, 13.6 s two, 11.0 s three
     concurrency = 3
 
     def __init__(self, spark: SparkSession, config: Config, options: AuditOptions, step: Callable[[str], None], *,
