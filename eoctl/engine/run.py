@@ -102,8 +102,9 @@ def in_order(engine: EngineRun, calls: Sequence[Callable[[], T]],
     the i-th result is waited for (progress). In a warm Spark session a job of a few rows mostly
     waits (scheduling, small tasks), which several at once overlap: an incremental audit's eleven
     evidence queries took 11 s instead of 15 on two cores, where a full audit's, busy scanning,
-    gained 2 s of 47 (in a new JVM, busy compiling, neither gains much). A failure or a signal cancels the calls not started and the engine's running work;
-    nothing returns before every thread has stopped."""
+    gained 2 s of 47 (in a new JVM, busy compiling, both gain less). A failure or a signal
+    cancels the calls not started and the engine's running work; nothing returns before every
+    thread has stopped."""
     if engine.concurrency <= 1 or len(calls) <= 1:
         results = []
         for i, call in enumerate(calls):
