@@ -86,19 +86,24 @@ def history_db(config: Config, *, create: bool) -> Iterator[Db]:
         store = DuckDBStore.model_validate({"type": "duckdb", "path": str(path)})
     with open_db(store) as db:
         if create:
-            db.execute(f"create table if not exists {db.table(RUNS)} (run_id varchar primary key, "
-                       "started_at timestamptz, finished_at timestamptz, config_digest varchar, endpoints varchar, "
-                       "codes varchar, counts varchar, scanned varchar)")
-            db.execute(f"create table if not exists {db.table(FINDINGS)} (run_id varchar, code varchar, "
-                       "severity varchar, endpoint varchar, location varchar, count bigint, evidence varchar, "
-                       "evidence_complete boolean, evidence_file varchar)")
-            db.execute(f"create table if not exists {db.table(ITEMS)} (run_id varchar, code varchar, "
-                       "endpoint varchar, item varchar)")
-            # Added after the first release: histories written before have no such column yet.
-            db.execute(f"alter table {db.table(RUNS)} add column if not exists record_index varchar")
+            with db.ddl(RUNS):  # audits that end at the same moment record at once
+                _create_tables(db)
         elif db.columns(RUNS) is None:
             raise UsageError("no audit run is recorded in the findings history yet")
         yield db
+
+
+def _create_tables(db: Db) -> None:
+    db.execute(f"create table if not exists {db.table(RUNS)} (run_id varchar primary key, "
+               "started_at timestamptz, finished_at timestamptz, config_digest varchar, endpoints varchar, "
+               "codes varchar, counts varchar, scanned varchar)")
+    db.execute(f"create table if not exists {db.table(FINDINGS)} (run_id varchar, code varchar, "
+               "severity varchar, endpoint varchar, location varchar, count bigint, evidence varchar, "
+               "evidence_complete boolean, evidence_file varchar)")
+    db.execute(f"create table if not exists {db.table(ITEMS)} (run_id varchar, code varchar, "
+               "endpoint varchar, item varchar)")
+    # Added after the first release: histories written before have no such column yet.
+    db.execute(f"alter table {db.table(RUNS)} add column if not exists record_index varchar")
 
 
 def _ts(text: str | None) -> dt.datetime | None:

@@ -64,6 +64,22 @@ class Db:
             with self.conn.transaction():
                 yield self
 
+    @contextmanager
+    def ddl(self, table: str) -> Iterator[Db]:
+        """Create or alter `table` where another eoctl process may do the same at that moment
+        (gc-tokens and gc-blobs journal the intents they delete in one table; every changing
+        command keeps the leases). PostgreSQL checks IF NOT EXISTS before it creates, so the
+        later of two creations failed on the catalog's unique index (and two ALTERs adding one
+        column on a duplicate column): there the block is one transaction holding an advisory
+        lock of the table's name, and the second process waits, then finds what the first made.
+        DuckDB has one writer per file; MySQL's DDL holds a metadata lock of the table."""
+        if self.duckdb or self.mysql:
+            yield self
+            return
+        with self.tx():
+            self.execute("select pg_advisory_xact_lock(%s)", [_lock_key(self.table(table))])
+            yield self
+
     def columns(self, table: str) -> list[str] | None:
         return table_columns(self.conn, self.store, table)
 
@@ -74,18 +90,28 @@ class Db:
         cols = self.columns(source)
         if cols is None:
             raise SourceError(f"table {source} does not exist in {describe(self.store)} (schema {self.store.schema_name})")
-        present = self.columns(copy)
-        if present is None:
-            self.execute(f"create table if not exists {self.table(copy)} as select * from {self.table(source)} "
-                         "where 1 = 0")
-            present = cols
-        # the extra columns one by one (MySQL's CREATE TABLE AS gives a `cast(null as ...)` column no
-        # room for a value), each only if missing: a run killed between these statements (MySQL's DDL
-        # commits each) leaves a copy the next run completes
-        for name, sql_type in extra:
-            if name not in present:
-                self.execute(f"alter table {self.table(copy)} add column {quote_ident(name)} {sql_type}")
+        if (present := self.columns(copy)) is not None and all(name in present for name, _ in extra):
+            return cols  # complete: no lock taken
+        with self.ddl(copy):
+            present = self.columns(copy)  # again: another process may have made it meanwhile
+            if present is None:
+                self.execute(f"create table if not exists {self.table(copy)} as select * from {self.table(source)} "
+                             "where 1 = 0")
+                present = cols
+            # the extra columns one by one (MySQL's CREATE TABLE AS gives a `cast(null as ...)` column
+            # no room for a value), each only if missing: a run killed between these statements
+            # (MySQL's DDL commits each) leaves a copy the next run completes
+            for name, sql_type in extra:
+                if name not in present:
+                    self.execute(f"alter table {self.table(copy)} add column {quote_ident(name)} {sql_type}")
         return cols
+
+
+def _lock_key(name: str) -> int:
+    """A PostgreSQL advisory lock's key (a signed 64-bit number) for a table's qualified name."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(f"eoctl:{name}".encode(), digest_size=8).digest(), "big", signed=True)
 
 
 @contextmanager
