@@ -109,39 +109,12 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
     from eoctl.engine.run import in_order
     from eoctl.expr import compile_sql
     from eoctl.expr.catalog import CHECKS, shared_tables
-    from eoctl.expr.incremental import CANDIDATES, family_view, states
     from eoctl.expr.records import records_table
 
     records, dialect, scope = records_table(), engine.dialect, engine.scope
     kept: set[str] = set()
-    if continuation is not None and continuation.continuing:
-        engine.open_states({n: s.schema for n, s in states(scope).items() if n in continuation.states})
-        marks = {name: engine.rows(compile_sql(expr, dialect))[0]["mark"]
-                 for name, expr in continuation.mark_queries(scope).items()}
-        continuation = replace(continuation, sink_marks=tuple(sorted(marks.items())))
     if continuation is not None:
-        # before any check reads a sink: a row written later is above the mark the next run reads from
-        for name, expr in continuation.marks(scope, dialect).items():
-            engine.keep(name, compile_sql(expr, dialect))
-            kept.add(name)
-    if continuation is not None and continuation.continuing:
-        families = continuation.families(codes)
-        step("reading the indexed records the checks need again")
-        if continuation.narrows(families) and engine.reach(
-                {c: k if k is None else compile_sql(k, dialect)
-                 for c, k in continuation.reach_keys(families, scope).items()}):
-            continuation = replace(continuation, reached=True)
-        # how the probes read the index: a few columns by key and the carried records, or every row
-        report.run.setdefault("scan", {})["index_read"] = "narrow" if continuation.reached else "whole"
-        _keep_all(engine, {name: compile_sql(expr, dialect)  # each over the inputs and states alone
-                           for name, expr in continuation.probe_keys(families, scope, dialect).items()})
-        engine.keep(CANDIDATES, compile_sql(continuation.candidates(families, scope, dialect), dialect))
-        for family in families:  # each a filter of the kept candidates and the new records
-            engine.view(family_view(family), compile_sql(continuation.family(family, scope, dialect), dialect))
-        for name, expr in continuation.sink_tables(scope, dialect).items():
-            engine.keep(name, compile_sql(expr, dialect))
-        for name, expr in continuation.sink_views(scope).items():
-            engine.view(name, compile_sql(expr, dialect))
+        continuation = _continue(report, engine, continuation, codes, step, kept)
     for name, expr in shared_tables(codes, scope, records, dialect, continuation).items():
         engine.keep(name, compile_sql(expr, dialect))  # in order: one may read another (repeated_keys)
         kept.add(name)
@@ -165,6 +138,48 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
         if code == "EO106":  # lines the scan could not read are part of what it scanned
             report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
     return kept
+
+
+def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation, codes: list[str],
+              step: Callable[[str], None], kept: set[str]) -> Continuation:
+    """What a run with a `continuation` does before the checks, in this order: read the sinks'
+    kept marks (a continuing run), keep the next marks before any check reads a sink (a row
+    written later is above the mark the next run reads from), then (continuing) the indexed
+    records the checks need again, the probes' keys, the candidates and the families' views, and
+    the sinks' touched rows. The continuation as the run found it (its marks, whether the index
+    was read by key); the names kept go to `kept`."""
+    from eoctl.expr import compile_sql
+    from eoctl.expr.incremental import CANDIDATES, family_view, states
+
+    dialect, scope = engine.dialect, engine.scope
+    if continuation.continuing:
+        engine.open_states({n: s.schema for n, s in states(scope).items() if n in continuation.states})
+        marks = {name: engine.rows(compile_sql(expr, dialect))[0]["mark"]
+                 for name, expr in continuation.mark_queries(scope).items()}
+        continuation = replace(continuation, sink_marks=tuple(sorted(marks.items())))
+    for name, expr in continuation.marks(scope, dialect).items():
+        engine.keep(name, compile_sql(expr, dialect))
+        kept.add(name)
+    if not continuation.continuing:
+        return continuation
+    families = continuation.families(codes)
+    step("reading the indexed records the checks need again")
+    if continuation.narrows(families) and engine.reach(
+            {c: k if k is None else compile_sql(k, dialect)
+             for c, k in continuation.reach_keys(families, scope).items()}):
+        continuation = replace(continuation, reached=True)
+    # how the probes read the index: a few columns by key and the carried records, or every row
+    report.run.setdefault("scan", {})["index_read"] = "narrow" if continuation.reached else "whole"
+    _keep_all(engine, {name: compile_sql(expr, dialect)  # each over the inputs and states alone
+                       for name, expr in continuation.probe_keys(families, scope, dialect).items()})
+    engine.keep(CANDIDATES, compile_sql(continuation.candidates(families, scope, dialect), dialect))
+    for family in families:  # each a filter of the kept candidates and the new records
+        engine.view(family_view(family), compile_sql(continuation.family(family, scope, dialect), dialect))
+    for name, expr in continuation.sink_tables(scope, dialect).items():
+        engine.keep(name, compile_sql(expr, dialect))
+    for name, expr in continuation.sink_views(scope).items():
+        engine.view(name, compile_sql(expr, dialect))
+    return continuation
 
 
 def _keep_all(engine: EngineRun, tables: dict[str, str]) -> None:

@@ -40,6 +40,8 @@ def utcnow() -> dt.datetime:
 
 
 def _ensure_tables(db: Db) -> None:
+    if db.columns(LEASES) is not None and db.columns(RUNS) is not None:
+        return  # made: no lock taken (every lease call comes here)
     with db.ddl(LEASES):  # every changing command's first statements: several may start at once
         db.execute(f"create table if not exists {db.table(LEASES)} (name varchar primary key, "
                    "run_id varchar not null, holder_host varchar not null, holder_pid bigint not null, "
