@@ -108,28 +108,48 @@ def _report(run_id: str, started: str, tokens: list[str]) -> object:
                        {"records": 10})
 
 
-@pytest.mark.integration
-def test_the_history_lives_in_a_postgresql_store_too(postgres) -> None:
+def _history_config(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Config, object]:
+    """A configuration whose history is in a new DuckDB file or PostgreSQL database (`kind`), and
+    a function counting the rows of its items table."""
     import uuid
 
+    name = f"hist_{uuid.uuid4().hex[:8]}"
+    if kind == "duckdb":
+        import duckdb
+
+        path = tmp_path / "history.duckdb"
+        return (Config.model_validate({"history": {"path": str(path)}}),
+                lambda: duckdb.connect(str(path)).execute("select count(*) from eoctl_audit_items").fetchone()[0])
     import psycopg
 
-    name = f"hist_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
+    server = request.getfixturevalue("postgres")
+    with psycopg.connect(server.conninfo(), autocommit=True) as conn:
         conn.execute(f"create database {name}")
-    config = Config.model_validate({
-        "stores": {"pg": {"type": "postgres", "port": postgres.port, "database": name, "user": postgres.user,
-                          "password": postgres.password}},
-        "history": {"store": "pg"}})
-    history.record(config, _report("r1", "2026-11-20T01:00:00+00:00", ["t1", "t2", "t3"]))
-    history.record(config, _report("r2", "2026-11-21T01:00:00+00:00", ["t2", "t3", "t4"]))
+    store = {"type": "postgres", "port": server.port, "database": name, "user": server.user,
+             "password": server.password}
+
+    def count() -> int:
+        with psycopg.connect(server.conninfo(dbname=name)) as conn:
+            return conn.execute("select count(*) from public.eoctl_audit_items").fetchone()[0]
+    return Config.model_validate({"stores": {"h": store}, "history": {"store": "h"}}), count
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kind", ["duckdb", "postgres"])
+def test_the_history_lives_in_any_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Every evidence item is recorded (one array parameter per finding) and compared, in a DuckDB
+    file and in PostgreSQL."""
+    config, items = _history_config(kind, request, tmp_path)
+    first = [f"t{i:04d}" for i in range(1200)]
+    second = first[1:] + ["t-new"]
+    history.record(config, _report("r1", "2026-11-20T01:00:00+00:00", first))
+    history.record(config, _report("r2", "2026-11-21T01:00:00+00:00", second))
     assert [r.run_id for r in history.list_runs(config)] == ["r2", "r1"]
-    assert history.show(config, "previous").summary.counts == {"EO201": 3}
+    assert history.show(config, "previous").summary.counts == {"EO201": 1200}
     result = history.diff(config, "r1", "r2")
     (change,) = result.changes
     assert ([r["token_id"] for r in change.new], [r["token_id"] for r in change.resolved],
-            [r["token_id"] for r in change.persisting]) == (["t4"], ["t1"], ["t2", "t3"])
-    with psycopg.connect(postgres.conninfo(dbname=name)) as conn:
-        assert conn.execute("select count(*) from public.eoctl_audit_items").fetchone()[0] == 6
+            len(change.persisting)) == (["t-new"], ["t0000"], 1199)
+    assert items() == 2400
     with pytest.raises(Exception, match="run 'r9' is not in the findings history"):
         history.show(config, "r9")
