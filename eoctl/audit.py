@@ -114,7 +114,7 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
     records, dialect, scope = records_table(), engine.dialect, engine.scope
     kept: set[str] = set()
     if continuation is not None:
-        continuation = _continue(report, engine, continuation, codes, step, kept)
+        continuation, kept = _continue(report, engine, continuation, codes, step)
     for name, expr in shared_tables(codes, scope, records, dialect, continuation).items():
         engine.keep(name, compile_sql(expr, dialect))  # in order: one may read another (repeated_keys)
         kept.add(name)
@@ -141,13 +141,13 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
 
 
 def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation, codes: list[str],
-              step: Callable[[str], None], kept: set[str]) -> Continuation:
+              step: Callable[[str], None]) -> tuple[Continuation, set[str]]:
     """What a run with a `continuation` does before the checks, in this order: read the sinks'
     kept marks (a continuing run), keep the next marks before any check reads a sink (a row
     written later is above the mark the next run reads from), then (continuing) the indexed
     records the checks need again, the probes' keys, the candidates and the families' views, and
     the sinks' touched rows. The continuation as the run found it (its marks, whether the index
-    was read by key); the names kept go to `kept`."""
+    was read by key), and the names of the marks kept."""
     from eoctl.expr import compile_sql
     from eoctl.expr.incremental import CANDIDATES, family_view, states
 
@@ -157,11 +157,11 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
         marks = {name: engine.rows(compile_sql(expr, dialect))[0]["mark"]
                  for name, expr in continuation.mark_queries(scope).items()}
         continuation = replace(continuation, sink_marks=tuple(sorted(marks.items())))
-    for name, expr in continuation.marks(scope, dialect).items():
+    marks_kept = continuation.marks(scope, dialect)
+    for name, expr in marks_kept.items():
         engine.keep(name, compile_sql(expr, dialect))
-        kept.add(name)
     if not continuation.continuing:
-        return continuation
+        return continuation, set(marks_kept)
     families = continuation.families(codes)
     step("reading the indexed records the checks need again")
     if continuation.narrows(families) and engine.reach(
@@ -179,7 +179,7 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
         engine.keep(name, compile_sql(expr, dialect))
     for name, expr in continuation.sink_views(scope).items():
         engine.view(name, compile_sql(expr, dialect))
-    return continuation
+    return continuation, set(marks_kept)
 
 
 def _keep_all(engine: EngineRun, tables: dict[str, str]) -> None:

@@ -138,6 +138,7 @@ def _insert_items(db: Db, run_id: str, code: str, endpoint: str | None, keys: li
         db.execute(f"insert into {db.table(ITEMS)} select %s, %s, %s, unnest(cast(%s as varchar[]))",
                    [run_id, code, endpoint, keys])
 
+
 def count_runs(config: Config) -> int:
     """How many runs the findings history holds (0 when there is none yet)."""
     try:

@@ -118,8 +118,10 @@ def _history_config(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -
         import duckdb
 
         path = tmp_path / "history.duckdb"
-        return (Config.model_validate({"history": {"path": str(path)}}),
-                lambda: duckdb.connect(str(path)).execute("select count(*) from eoctl_audit_items").fetchone()[0])
+        def items() -> int:
+            with duckdb.connect(str(path)) as con:
+                return con.execute("select count(*) from eoctl_audit_items").fetchone()[0]
+        return Config.model_validate({"history": {"path": str(path)}}), items
     import psycopg
 
     server = request.getfixturevalue("postgres")
