@@ -281,6 +281,111 @@ def test_token_checks_after_offsets_moved_back_or_old_tokens_restored(spark, tmp
     assert any(token in item for item in identities(restored)[("EO203", "billing", "eo_tokens")][1])
 
 
+def _copies_on_a_second_topic(folder: Path) -> tuple[str, str, str]:
+    """billing reads a second topic, `orders-retry`, whose three records are processed; two of
+    their messages, A and B, each have a second record in flight on `orders` under a new token:
+    A's in no store (unheld), B's in billing's. Neither is a loss (each has a processed copy), but
+    only a look-up of the other topic, or the copy carried from the last run, shows it. The
+    message ids of A and B and B's new token."""
+    import duckdb
+
+    archive = folder / "topics" / "orders"
+    ids = [uuid.uuid4().hex for _ in range(3)]
+    held = uuid.uuid4().hex
+
+    def record(topic: str, partition: int, offset: str, mid: str, token: str) -> str:
+        headers = ", ".join(f"{{'key': '{k}', 'value': encode('{v}')}}"
+                            for k, v in (("eo-message-id", mid), ("eo-token-id", token), ("eo-producer", "retry")))
+        return (f"select '{topic}' as topic, {partition} as \"partition\", {offset}::bigint as \"offset\", "
+                f"now() as timestamp, encode('{mid}') as key, encode('v') as value, [{headers}] as headers")
+
+    db = duckdb.connect()
+    db.execute(f"create table old as select * from read_parquet('{archive}/*.parquet')")
+    end = "(select max(\"offset\") + 1 from old where \"partition\" = 0)"
+    retry = [record("orders-retry", 0, str(i), mid, uuid.uuid4().hex) for i, mid in enumerate(ids)]
+    again = [record("orders", 0, end, ids[0], uuid.uuid4().hex), record("orders", 0, f"{end} + 1", ids[1], held)]
+    for name, rows in (("retry.parquet", retry), ("again.parquet", again)):
+        db.execute(f"copy ({' union all '.join(rows)}) to '{archive / name}' (format parquet)")
+    with duckdb.connect(str(folder / "state.duckdb")) as store:
+        store.execute("insert into billing.eo_tokens values (?, ?, 'billing', 'again', now())", [held, ids[1]])
+    offsets = archive / "_committed_offsets.json"
+    committed = json.loads(offsets.read_text())
+    committed["orders-retry"] = {"0": 3}  # every record of it processed: they lie below the in-flight floor
+    offsets.write_text(json.dumps(committed))
+    config = folder / "eoctl.toml"
+    config.write_text(config.read_text().replace('topics = ["orders"]', 'topics = ["orders", "orders-retry"]'))
+    return ids[0], ids[1], held
+
+
+@pytest.mark.integration
+def test_a_message_in_flight_without_its_token_keeps_its_processed_copy_on_another_topic(tmp_path: Path) -> None:
+    """EO202 across topics, on the DuckDB engine (the one that reads the index by key): a record in
+    flight whose token is gone is no loss while its message has a processed record on another
+    topic. A message the last run saw so is not looked up again: its processed record is carried
+    (unheld_messages); one whose token went since is looked up."""
+    import duckdb
+
+    chaos = recorded_copy(tmp_path)
+    a, b, b_token = _copies_on_a_second_topic(chaos.config_path.parent)
+    config = load_config(chaos.config_path)
+    codes = select_codes(["EO1", "EO2"], None)
+
+    def losses(report: AuditReport) -> set[str]:
+        return {r["message_id"] for f in report.findings if f.code == "EO202" for r in f.evidence}
+
+    first = _recorded(None, config, codes)
+    assert not {a, b} & losses(first)
+    carried = _recorded(None, config, codes, since_last=True)  # A unheld as the last run saw it: carried
+    full = audit_duckdb(config, settled(), codes)
+    assert carried.run["scan"]["index_read"] == "narrow"
+    assert identities(carried) == identities(full) and not {a, b} & losses(carried)
+
+    with duckdb.connect(chaos.store_target) as store:  # B's token goes: B is unheld now, looked up
+        store.execute("delete from billing.eo_tokens where token_id = ?", [b_token])
+    looked_up = _recorded(None, config, codes, since_last=True)
+    full = audit_duckdb(config, settled(), codes)
+    assert looked_up.run["scan"]["index_read"] == "narrow"
+    assert identities(looked_up) == identities(full) and not {a, b} & losses(looked_up)
+
+
+@pytest.mark.integration
+def test_a_causation_a_pending_entry_names_keeps_its_ghosts_in_view(tmp_path: Path) -> None:
+    """EO302 by a pending entry, on the DuckDB engine (the one that reads the index by key): a
+    record sent under another attempt than the one billing's pending entry names is a ghost. A
+    causation an entry named for the last run is not looked up again: its records are carried
+    (pending_causations); one an entry names since is looked up."""
+    import duckdb
+
+    chaos = recorded_copy(tmp_path)
+    codes = select_codes(["EO302"], None)
+    with duckdb.connect() as db:  # two records billing sent, below every partition's committed offset
+        first_two = db.execute(
+            "select list_filter(headers, lambda h: h.key = 'eo-causation-id')[1].value::varchar from read_parquet("
+            f"'{chaos.config_path.parent}/topics/invoices/*.parquet') where \"partition\" = 0 and \"offset\" < 2 "
+            "order by \"offset\"").fetchall()
+    (c1,), (c2,) = first_two
+
+    def pending(causation: str) -> None:  # billing's entry for it, under an attempt that never sent
+        with duckdb.connect(chaos.store_target) as store:
+            store.execute("insert into billing.eo_outbox values ('billing', ?, ?, ?, '[]', null, now(), now(), 1)",
+                          [causation, uuid.uuid4().hex, uuid.uuid4().hex])
+
+    def ghosts(report: AuditReport) -> set[str]:
+        return {r["causation_id"] for f in report.findings if f.code == "EO302" for r in f.evidence}
+
+    pending(c1)
+    assert c1 in ghosts(_recorded(None, chaos.config, codes))
+    carried = _recorded(None, chaos.config, codes, since_last=True)
+    assert carried.run["scan"]["index_read"] == "narrow"
+    assert identities(carried) == identities(audit_duckdb(chaos.config, settled(), codes)) and c1 in ghosts(carried)
+
+    pending(c2)
+    looked_up = _recorded(None, chaos.config, codes, since_last=True)
+    assert looked_up.run["scan"]["index_read"] == "narrow"
+    assert identities(looked_up) == identities(audit_duckdb(chaos.config, settled(), codes))
+    assert {c1, c2} <= ghosts(looked_up)
+
+
 @pytest.mark.integration
 def test_without_an_earlier_run_or_with_other_inputs_it_is_a_full_scan(tmp_path: Path) -> None:
     """On the DuckDB engine: choosing the base run is the same code on both."""
