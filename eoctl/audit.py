@@ -144,12 +144,13 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
               step: Callable[[str], None]) -> tuple[Continuation, set[str]]:
     """What a run with a `continuation` does before the checks, in this order: read the sinks'
     kept marks (a continuing run), keep the next marks before any check reads a sink (a row
-    written later is above the mark the next run reads from), then (continuing) the indexed
-    records the checks need again, the probes' keys, the candidates and the families' views, and
-    the sinks' touched rows. The continuation as the run found it (its marks, whether the index
-    was read by key), and the names of the marks kept."""
+    written later is above the mark the next run reads from), then (continuing) the messages in
+    flight without a held token (UNHELD), the indexed records the checks need again, the probes'
+    keys, the candidates and the families' views, and the sinks' touched rows. The continuation
+    as the run found it (its marks, whether the index was read by key), and the names of the
+    marks and of UNHELD, kept."""
     from eoctl.expr import compile_sql
-    from eoctl.expr.incremental import CANDIDATES, family_view, states
+    from eoctl.expr.incremental import CANDIDATES, UNHELD, family_view, states
 
     dialect, scope = engine.dialect, engine.scope
     if continuation.continuing:
@@ -162,6 +163,7 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
         engine.keep(name, compile_sql(expr, dialect))
     if not continuation.continuing:
         return continuation, set(marks_kept)
+    engine.keep(UNHELD, compile_sql(continuation.unheld(), dialect))
     families = continuation.families(codes)
     step("reading the indexed records the checks need again")
     if continuation.narrows(families) and engine.reach(
@@ -179,7 +181,7 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
         engine.keep(name, compile_sql(expr, dialect))
     for name, expr in continuation.sink_views(scope).items():
         engine.view(name, compile_sql(expr, dialect))
-    return continuation, set(marks_kept)
+    return continuation, {*marks_kept, UNHELD}
 
 
 def _keep_all(engine: EngineRun, tables: dict[str, str]) -> None:

@@ -349,6 +349,45 @@ def test_a_message_in_flight_without_its_token_keeps_its_processed_copy_on_anoth
 
 
 @pytest.mark.integration
+def test_a_message_whose_token_went_since_is_no_loss_with_its_sink_row_written_before(tmp_path: Path) -> None:
+    """EO202 over a narrowed sink (billing's invoices, watermarked): a record in flight whose token
+    went after the last run is no loss when the sink holds its message's row, written before that
+    run (below the mark): the messages without a held token are among the ids whose sink rows the
+    run reads (UNHELD in `touched`)."""
+    import duckdb
+
+    from tests.helpers.appends import BILLING_SINK
+
+    chaos = recorded_copy(tmp_path)
+    chaos.config_path.write_text(chaos.config_path.read_text() + BILLING_SINK)
+    folder = chaos.config_path.parent
+    mid, token = uuid.uuid4().hex, uuid.uuid4().hex
+    headers = ", ".join(f"{{'key': '{k}', 'value': encode('{v}')}}"
+                        for k, v in (("eo-message-id", mid), ("eo-token-id", token), ("eo-producer", "late")))
+    with duckdb.connect() as db:  # a record past billing's committed offset: in flight
+        db.execute(f"copy (select topic, \"partition\", max(\"offset\") + 1 as \"offset\", now() as timestamp, "
+                   f"encode('{mid}') as key, encode('v') as value, [{headers}] as headers from read_parquet("
+                   f"'{folder}/topics/orders/*.parquet') where \"partition\" = 0 group by all) "
+                   f"to '{folder}/topics/orders/in-flight.parquet' (format parquet)")
+    with duckdb.connect(chaos.store_target) as store:  # its token held, its invoice written
+        store.execute("insert into billing.eo_tokens values (?, ?, 'billing', 'a', now())", [token, mid])
+        store.execute("insert into billing.invoices select min(order_id) - 1, 'inv-late', 1, '', ?, 'a' "
+                      "from billing.invoices", [mid])  # an early write: below the mark the run keeps
+    config = load_config(chaos.config_path)
+    codes = select_codes(["EO2", "EO5"], None)
+
+    def losses(report: AuditReport) -> set[str]:
+        return {r["message_id"] for f in report.findings if f.code == "EO202" for r in f.evidence}
+
+    assert mid not in losses(_recorded(None, config, codes))
+    with duckdb.connect(chaos.store_target) as store:
+        store.execute("delete from billing.eo_tokens where token_id = ?", [token])
+    incr = _recorded(None, config, codes, since_last=True)
+    assert incr.run["scan"]["sinks"]["billing/invoices"].startswith("new rows and the rows of the groups")
+    assert identities(incr) == identities(audit_duckdb(config, settled(), codes)) and mid not in losses(incr)
+
+
+@pytest.mark.integration
 def test_a_causation_a_pending_entry_names_keeps_its_ghosts_in_view(tmp_path: Path) -> None:
     """EO302 by a pending entry, on the DuckDB engine (the one that reads the index by key): a
     record sent under another attempt than the one billing's pending entry names is a ghost. A

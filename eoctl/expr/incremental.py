@@ -96,7 +96,7 @@ STATES: dict[str, State] = {
     # what lets the next run read the index narrowly (Continuation.reach_keys): the keys the stores
     # name whose records this run carries, looked up again only when new
     "store_tokens_seen": State({"token_id": "string"}, None, lambda c, scope, dialect: _store_tokens(), ""),
-    "unheld_messages": State({"message_id": "string"}, None, lambda c, scope, dialect: c.unheld(), ""),
+    "unheld_messages": State({"message_id": "string"}, None, lambda c, scope, dialect: c.unheld(), "records_unheld"),
     "pending_causations": State({"causation_id": "string"}, None,
                                 lambda c, scope, dialect: _pending_causations(scope).select("causation_id").distinct(),
                                 ""),
@@ -162,6 +162,13 @@ def probe_table(family: str) -> str:
 CANDIDATES = "records_candidates"
 #: the indexed records a probe can flag, when the engine reads the index narrowly (reach_keys)
 REACH = "indexed_reach"
+#: the kept table of the message ids in flight without a held token (Continuation.unheld), when
+#: continuing: read by the look-ups, the messages' probe, the sinks' touched ids and the next state
+UNHELD = STATES["unheld_messages"].shared
+
+
+def _unheld_kept() -> ir.Table:
+    return ibis.table(ibis.schema(STATES["unheld_messages"].schema), name=UNHELD)
 
 
 def family_view(family: str) -> str:
@@ -279,7 +286,7 @@ class Continuation:
         and so is every record in flight now: the look-ups need only find the rows below the lower
         floor."""
         fresh = records_table("fresh")
-        unheld = _unheld(records_table("indexed_in_flight")).anti_join(_state("unheld_messages"), "message_id")
+        unheld = _unheld_kept().anti_join(_state("unheld_messages"), "message_id")
         ids = fresh.select("message_id").union(unheld)
         out: dict[str, ir.Table | None] = {"message_id": ids.filter(ids.message_id.notnull()).distinct()}
         v = _valid(fresh)
@@ -298,7 +305,8 @@ class Continuation:
         """`unheld_messages` for the next run: the message ids of the records in flight now
         (new or indexed) whose token their endpoint's store does not hold. Each is a key of the
         messages family (its probe takes them all), so the carried records hold its processed
-        records and the next run looks it up only if it is not here."""
+        records and the next run looks it up only if it is not here. Continuing, kept first as
+        UNHELD: EO202's losses are among these, and the narrowed sinks' rows hold theirs."""
         if not self.continuing:
             return _unheld(records_table()).distinct()
         return _unheld(records_table("fresh")).union(_unheld(records_table("indexed_in_flight"))).distinct()
@@ -359,7 +367,8 @@ class Continuation:
         return [(e, s) for e, s in sink_states.watermarked(scope) if set(sink_states.state_names(e, s)) <= self.states]
 
     def scope_for(self, code: str, scope: Scope) -> Scope:
-        """The scope `code`'s check reads: EO501's and EO502's narrowed sinks are their views."""
+        """The scope `code`'s check reads: EO501's, EO502's and EO202's narrowed sinks are their
+        views (EO202's losses are messages in flight without a held token: UNHELD, touched)."""
         view = _NARROWED_VIEW.get(code)
         narrowed = self.narrowed(scope) if view else []
         if not narrowed:
@@ -381,7 +390,7 @@ class Continuation:
         out: dict[str, ir.Table] = {}
         for e, s in self.narrowed(scope):
             new = sink_states.new_rows(scope, e, s, dialect, self.kept_mark(e, s))
-            out[sink_states.touched_view(scope, e, s)] = sink_states.touched(scope, e, s, new)
+            out[sink_states.touched_view(scope, e, s)] = sink_states.touched(scope, e, s, new, _unheld_kept())
             out[sink_states.touched_rows_view(scope, e, s)] = sink_states.touched_rows(scope, e, s, dialect)
         return out
 
@@ -499,7 +508,7 @@ def _messages(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table,
         return Probe()  # nothing says which indexed messages were seen twice: all of them
     ids = _valid(fresh).select("message_id").union(_state("repeated_keys").select("message_id"))
     # the in-flight records of the index: its rows at or past the lowest committed offset only
-    ids = ids.union(_waiting(fresh)).union(_unheld(records_table("indexed_in_flight")))
+    ids = ids.union(_waiting(fresh)).union(_unheld_kept())
     return Probe(keys=ids, on=("message_id",))
 
 
@@ -551,7 +560,8 @@ def _blobs(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, di
     return Probe(where=indexed.blobs.notnull())
 
 
-_NARROWED_VIEW = {"EO501": sink_states.by_message_view, "EO502": sink_states.by_key_view}
+_NARROWED_VIEW = {"EO501": sink_states.by_message_view, "EO502": sink_states.by_key_view,
+                  "EO202": sink_states.by_message_view}
 
 _PROBES = {"messages": _messages, "sequences": _sequences, "problems": _problems, "tokens": _tokens,
            "causations": _causations, "blobs": _blobs}

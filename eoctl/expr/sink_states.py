@@ -171,10 +171,11 @@ def touched_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
     return f"{scope.sink_view(endpoint, sink)}_touched"
 
 
-def touched(scope: Scope, endpoint: str, sink: SinkConfig, new: ir.Table) -> ir.Table:
-    """The message ids and keys whose rows EO501 and EO502 read, as one table (`_mid`, the key
-    columns as `_k0`, `_k1`, ..., and flags `_message` and `_key`: what of the row is touched): the
-    `new` rows' ids and keys, `applied_twice`'s ids and `differing_keys`'s keys. Kept as a table
+def touched(scope: Scope, endpoint: str, sink: SinkConfig, new: ir.Table, messages: ir.Table) -> ir.Table:
+    """The message ids and keys whose rows EO501, EO502 and EO202 read, as one table (`_mid`, the
+    key columns as `_k0`, `_k1`, ..., and flags `_message` and `_key`: what of the row is touched):
+    the `new` rows' ids and keys, `applied_twice`'s ids, `messages`' ids (`message_id`: those EO202
+    may find lost, whose rows it looks for) and `differing_keys`'s keys. Kept as a table
     before `touched_rows` reads it, so the engine knows how few they are: as a subquery DuckDB
     took the ids for the larger side and built its join of the sink's every row (19 of a
     100M-record run's 81 s, spilling). One table, not one for the ids and one for the keys: each
@@ -189,7 +190,8 @@ def touched(scope: Scope, endpoint: str, sink: SinkConfig, new: ir.Table) -> ir.
 
     twice = state_table(applied_twice_state(endpoint, sink), APPLIED_TWICE_SCHEMA)
     parts = [shaped(new, new[sink.message_id_column].cast("string"), new, True, True),
-             shaped(twice, twice.source_message_id, None, True, False)]
+             shaped(twice, twice.source_message_id, None, True, False),
+             shaped(messages, messages.message_id, None, True, False)]
     if sink.key_columns:
         differing = state_table(differing_keys_state(endpoint, sink), types)
         parts.append(shaped(differing, None, differing, False, True))
@@ -214,7 +216,7 @@ def touched_rows(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect
 
 
 def by_message(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
-    """EO501's rows: every row of the touched message ids (of `touched_rows`)."""
+    """EO501's and EO202's rows: every row of the touched message ids (of `touched_rows`)."""
     rows = _touched_rows(scope, endpoint, sink)
     ids = _touched_messages(scope, endpoint, sink)
     return rows.filter(rows[sink.message_id_column].cast("string").isin(ids.source_message_id))
