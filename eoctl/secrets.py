@@ -94,11 +94,16 @@ def _masked(match: re.Match[str]) -> str:
 #: bearer): text without any cannot carry a secret, and is not matched against the whole rule
 #: (an audit's evidence is mostly ids: a third of a 10M-record incremental audit's Python time)
 _MAY_CARRY = re.compile(r"[=:>]|-----BEGIN|(?i:bearer)")
+#: and what every alternative needs besides: a PEM header, a bearer, a URL's `://` or a word of a
+#: secret name (each word of _SECRET_WORDS holds one of these). Values of JSON text (EO502's
+#: differing values, `"amount": 100`) all have a colon: 1,000 evidence rows took 0.13 s to mask
+_MAY_NAME = re.compile(r"(?i:pass|pwd|secret|credential|jaas|sig|key|authorization|token|sas|pem|bearer)"
+                       r"|-----BEGIN|://")
 
 
 def mask_text(text: str) -> str:
     """`text` with every secret a value can carry replaced by MASK (names and `=` kept)."""
-    return _VALUE.sub(_masked, text) if _MAY_CARRY.search(text) else text
+    return _VALUE.sub(_masked, text) if _MAY_CARRY.search(text) and _MAY_NAME.search(text) else text
 
 
 def redact(value: Any) -> Any:
