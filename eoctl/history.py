@@ -32,10 +32,14 @@ ITEMS = "eoctl_audit_items"
 _AGGREGATES = {"rows", "values", "distinct_values", "copies", "positions", "age_seconds"}
 
 
+#: json.dumps with any argument builds an encoder per call: 0.1 s of recording 10,000 items
+_ITEM_JSON = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def item_key(code: str, row: dict[str, Any]) -> str:
     """A stable identity of one evidence row (JSON of its identifying columns)."""
     cols = CATALOG[code].identity or tuple(c for c in row if c not in _AGGREGATES)
-    return json.dumps({c: row.get(c) for c in cols}, sort_keys=True, default=str)
+    return _ITEM_JSON.encode({c: row.get(c) for c in cols})
 
 
 def config_digest(config: Config) -> str:
