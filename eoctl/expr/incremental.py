@@ -295,8 +295,7 @@ class Continuation:
         out["token_id"] = _store_tokens().anti_join(seen, "token_id")
         if "causations" in families:
             pending = _pending_causations(scope).anti_join(_state("pending_causations"), "causation_id")
-            out["causation_id"] = outbox._sent_with_causation(fresh).select("causation_id").union(
-                pending.select("causation_id")).distinct()
+            out["causation_id"] = _causations_now(scope, fresh, pending).select("causation_id").distinct()
         if "blobs" in families:  # every record that publishes blobs: usually a few
             out["blobs"] = None
         return out
@@ -544,9 +543,11 @@ def _causations(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Tabl
     return Probe(keys=c.keys("causations_sent_twice", _causations_now(scope, fresh)), on=("causation_id",))
 
 
-def _causations_now(scope: Scope, fresh: ir.Table) -> ir.Table:
-    """(producer, causation_id) the new records send or a pending entry names."""
-    return outbox._sent_with_causation(fresh).select(*_CAUSATION).union(_pending_causations(scope))
+def _causations_now(scope: Scope, fresh: ir.Table, pending: ir.Table | None = None) -> ir.Table:
+    """(producer, causation_id) the new records send or a pending entry names (`pending`: those
+    entries' causations, if not every one)."""
+    pending = _pending_causations(scope) if pending is None else pending
+    return outbox._sent_with_causation(fresh).select(*_CAUSATION).union(pending.select(*_CAUSATION))
 
 
 def _pending_causations(scope: Scope) -> ir.Table:

@@ -106,6 +106,8 @@ def blob_prefix(config: Config, name: str) -> BlobPrefix | None:
 
 
 def _ensure_journal(db: Db) -> None:
+    if db.columns(JOURNAL) is not None:  # made: no lock of DDL for each batch
+        return
     with db.ddl(JOURNAL):
         db.execute(f"create table if not exists {db.table(JOURNAL)} (eoctl_run_id varchar not null, "
                    "endpoint varchar not null, name varchar not null, size bigint, modified timestamptz, "
