@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eoctl import incremental
 from eoctl.config.model import Config
@@ -18,9 +19,13 @@ from eoctl.run_ids import new_run_id
 
 if TYPE_CHECKING:
     from eoctl.engine.run import EngineRun
+    from eoctl.expr.functions import Dialect
     from eoctl.expr.incremental import Continuation
+    from eoctl.expr.inputs import Scope
 
 _CODE = re.compile(r"^EO\d{1,3}$")
+
+T = TypeVar("T")
 
 
 def select_codes(select: list[str] | None, ignore: list[str] | None) -> list[str]:
@@ -112,19 +117,26 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
     from eoctl.expr.records import records_table
 
     records, dialect, scope = records_table(), engine.dialect, engine.scope
-    kept: set[str] = set()
+
+    def checks_sql(c: Continuation | None) -> tuple[dict[str, str], list[tuple[str, Any, str]]]:
+        """The SQL of the shared tables and of each check's evidence, in the catalog's order."""
+        shared = {name: compile_sql(expr, dialect)
+                  for name, expr in shared_tables(codes, scope, records, dialect, c).items()}
+        evidence = []
+        for code in codes:
+            code_records = c.records_of(code) if c is not None else records
+            code_scope = c.scope_for(code, scope) if c is not None else scope
+            evidence += [(code, hit, compile_sql(in_evidence_order(code, hit.evidence), dialect))
+                         for hit in CHECKS[code](code_scope, code_records, dialect)]
+        return shared, evidence
+
     if continuation is not None:
-        continuation, kept = _continue(report, engine, continuation, codes, step)
-    for name, expr in shared_tables(codes, scope, records, dialect, continuation).items():
-        engine.keep(name, compile_sql(expr, dialect))  # in order: one may read another (repeated_keys)
+        continuation, kept, (shared, evidence) = _continue(report, engine, continuation, codes, step, checks_sql)
+    else:
+        kept, (shared, evidence) = set(), checks_sql(None)
+    for name, sql in shared.items():
+        engine.keep(name, sql)  # in order: one may read another (repeated_keys)
         kept.add(name)
-    # each check's evidence in the catalog's order, whichever finishes first
-    evidence = []
-    for code in codes:
-        code_records = continuation.records_of(code) if continuation is not None else records
-        code_scope = continuation.scope_for(code, scope) if continuation is not None else scope
-        evidence += [(code, hit, compile_sql(in_evidence_order(code, hit.evidence), dialect))
-                     for hit in CHECKS[code](code_scope, code_records, dialect)]
 
     def waiting_for(i: int) -> None:  # a code's first evidence: the check it belongs to
         if i == 0 or evidence[i - 1][0] != evidence[i][0]:
@@ -141,16 +153,18 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
 
 
 def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation, codes: list[str],
-              step: Callable[[str], None]) -> tuple[Continuation, set[str]]:
+              step: Callable[[str], None], then: Callable[[Continuation], T]) -> tuple[Continuation, set[str], T]:
     """What a run with a `continuation` does before the checks, in this order: read the sinks'
     kept marks (a continuing run), keep the next marks before any check reads a sink (a row
     written later is above the mark the next run reads from), then (continuing) the messages in
     flight without a held token (UNHELD), the indexed records the checks need again, the probes'
     keys, the candidates and the families' views, and the sinks' touched rows. The continuation
-    as the run found it (its marks, whether the index was read by key), and the names of the
-    marks and of UNHELD, kept."""
+    as the run found it (its marks, whether the index was read by key), the names of the marks
+    and of UNHELD, kept, and what `then` (pure Python: the checks' compiling) returns for that
+    continuation, run in a thread of its own while the engine makes the families' and the sinks'
+    tables."""
     from eoctl.expr import compile_sql
-    from eoctl.expr.incremental import CANDIDATES, UNHELD, family_view, states
+    from eoctl.expr.incremental import UNHELD, states
 
     dialect, scope = engine.dialect, engine.scope
     if continuation.continuing:
@@ -162,26 +176,61 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
     for name, expr in marks_kept.items():
         engine.keep(name, compile_sql(expr, dialect))
     if not continuation.continuing:
-        return continuation, set(marks_kept)
+        return continuation, set(marks_kept), then(continuation)
     engine.keep(UNHELD, compile_sql(continuation.unheld(), dialect))
     families = continuation.families(codes)
     step("reading the indexed records the checks need again")
-    if continuation.narrows(families) and engine.reach(
-            {c: k if k is None else compile_sql(k, dialect)
-             for c, k in continuation.reach_keys(families, scope).items()}):
-        continuation = replace(continuation, reached=True)
+    # each step's statements compiled while the engine runs the step before (DuckDB and Spark's
+    # client let go of the GIL while they work): the next ones for the index read by key while it
+    # is, then the checks while those run
+    statements = partial(_families_and_sinks, families=families, scope=scope, dialect=dialect)
+    if continuation.narrows(families):
+        keys = {c: k if k is None else compile_sql(k, dialect) for c, k in continuation.reach_keys(families, scope).items()}
+        with _ahead(partial(statements, replace(continuation, reached=True))) as compiled:
+            if engine.reach(keys):
+                continuation, steps = replace(continuation, reached=True), compiled()
+    if not continuation.reached:
+        steps = statements(continuation)
     # how the probes read the index: a few columns by key and the carried records, or every row
     report.run.setdefault("scan", {})["index_read"] = "narrow" if continuation.reached else "whole"
-    _keep_all(engine, {name: compile_sql(expr, dialect)  # each over the inputs and states alone
-                       for name, expr in continuation.probe_keys(families, scope, dialect).items()})
-    engine.keep(CANDIDATES, compile_sql(continuation.candidates(families, scope, dialect), dialect))
-    for family in families:  # each a filter of the kept candidates and the new records
-        engine.view(family_view(family), compile_sql(continuation.family(family, scope, dialect), dialect))
-    for name, expr in continuation.sink_tables(scope, dialect).items():
-        engine.keep(name, compile_sql(expr, dialect))
-    for name, expr in continuation.sink_views(scope).items():
-        engine.view(name, compile_sql(expr, dialect))
-    return continuation, {*marks_kept, UNHELD}
+    with _ahead(partial(then, continuation)) as compiled:
+        for how, tables in steps:
+            if how == "keep_all":
+                _keep_all(engine, tables)
+            else:
+                for name, sql in tables.items():
+                    getattr(engine, how)(name, sql)
+        return continuation, {*marks_kept, UNHELD}, compiled()
+
+
+def _families_and_sinks(continuation: Continuation, families: list[str], scope: Scope,
+                        dialect: Dialect) -> list[tuple[str, dict[str, str]]]:
+    """The statements that make the families' views and the narrowed sinks' (eoctl.expr.
+    incremental), in order: (how, name -> SQL), how being `keep_all` (none reads another), `keep`
+    or `view`: the probes' keys, the candidates, each family's view (a filter of the kept
+    candidates and the new records), the sinks' touched rows and their views."""
+    from eoctl.expr import compile_sql
+    from eoctl.expr.incremental import CANDIDATES, family_view
+
+    def compiled(tables: dict[str, Any]) -> dict[str, str]:
+        return {name: compile_sql(expr, dialect) for name, expr in tables.items()}
+
+    return [("keep_all", compiled(continuation.probe_keys(families, scope, dialect))),
+            ("keep", compiled({CANDIDATES: continuation.candidates(families, scope, dialect)})),
+            ("view", compiled({family_view(f): continuation.family(f, scope, dialect) for f in families})),
+            ("keep", compiled(continuation.sink_tables(scope, dialect))),
+            ("view", compiled(continuation.sink_views(scope)))]
+
+
+@contextmanager
+def _ahead(work: Callable[[], T]) -> Iterator[Callable[[], T]]:
+    """`work` in a thread of its own while the block runs; the block calls what this yields for
+    its result (waiting for it; its exception raised there). Leaving the block early waits for
+    the thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="eoctl-compile") as pool:
+        yield pool.submit(work).result
 
 
 def _keep_all(engine: EngineRun, tables: dict[str, str]) -> None:
