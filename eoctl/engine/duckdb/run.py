@@ -79,17 +79,18 @@ class DuckDBRun:
         self.index = duckdb_index.IndexRun(partial=index_path)
         self.con = connect(config.engine.memory_limit)
         try:
-            if options.since_last or index_path:
-                self.index = duckdb_index.IndexRun.open(config, _scope(config, options).endpoints, options.since_last,
-                                                        index_path)
             from eoctl.stores.layout import StoreLayout
 
             copies: dict[tuple[str, str], str] = {}
             endpoints = options.endpoints or list(config.endpoints)
             layout = layout or StoreLayout(config)
             self._start(lambda stopping: copy_stores_ahead(self.con, config, endpoints, copies, stopping, layout))
-            # while the stores are copied: Ibis's import (0.2 s, when the flow has not needed it
-            # yet), the working copy's compile, and the topic archives listed (a local one: 0.01 s)
+            # while the stores are copied: Ibis's import (0.2-0.3 s, when the flow has not needed
+            # it yet), the recorded run looked up in the findings history, the working copy's
+            # compile, and the topic archives listed (a local one: 0.01 s)
+            if options.since_last or index_path:
+                self.index = duckdb_index.IndexRun.open(config, _scope(config, options).endpoints, options.since_last,
+                                                        index_path)
             from eoctl.expr import Dialect
 
             self.dialect = Dialect.duckdb
