@@ -250,18 +250,18 @@ def reach(con: duckdb.DuckDBPyConnection, run: IndexRun, keys: dict[str, str | N
             found.append(f"{scan} WHERE i.{ident(columns)} IS NOT NULL{below}")
             continue
         table = f"reach_keys_{n}"
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {sql}")
-        if not con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]:
+        # CREATE TABLE ... AS answers the number of rows it wrote
+        if not con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {sql}").fetchone()[0]:
             continue
         on = " AND ".join(f"i.{ident(c)} = k.{ident(c)}" for c in columns.split(","))
         found.append(f"{scan} SEMI JOIN {table} AS k ON {on} WHERE true{below}")
     rows: dict[str, list[int]] = {}
     if found:
         # less the carried records (a message in flight now that was seen twice has them there)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE reach_rows AS SELECT filename, file_row_number FROM "
-                    f"({' UNION '.join(found)}) AS f ANTI JOIN (SELECT {position} FROM "
-                    f"{ident(state_view('carried_records'))}) AS c USING ({position})")
-        if con.execute("SELECT count(*) FROM reach_rows").fetchone()[0] > REACH_FETCH_MAX:
+        fetched = con.execute(f"CREATE OR REPLACE TEMP TABLE reach_rows AS SELECT filename, file_row_number FROM "
+                              f"({' UNION '.join(found)}) AS f ANTI JOIN (SELECT {position} FROM "
+                              f"{ident(state_view('carried_records'))}) AS c USING ({position})").fetchone()[0]
+        if fetched > REACH_FETCH_MAX:
             return False
         for name, numbers in con.execute(
                 "SELECT filename, list(file_row_number ORDER BY file_row_number) FROM reach_rows GROUP BY 1").fetchall():
