@@ -254,9 +254,8 @@ def materialize(con: duckdb.DuckDBPyConnection, sql: str, rows_kept: int, eviden
     The evidence is computed once, into a temporary table of the run's database."""
     from eoctl.engine.evidence import masked_jsonable
 
-    con.execute(f"CREATE OR REPLACE TEMP TABLE evidence AS {sql}")
+    count = con.execute(f"CREATE OR REPLACE TEMP TABLE evidence AS {sql}").fetchall()[0][0]  # the rows written
     try:
-        count = con.execute("SELECT count(*) FROM evidence").fetchall()[0][0]
         if not count:
             return 0, [], None
         # Python values, as rows() fetches them (structs as dicts, lists as lists, times in UTC):
