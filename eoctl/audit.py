@@ -184,7 +184,7 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
     # client let go of the GIL while they work): the next ones for the index read by key while it
     # is, then the checks while those run
     statements = partial(_families_and_sinks, families=families, scope=scope, dialect=dialect)
-    if continuation.narrows(families):
+    if engine.looks_up and continuation.narrows(families):
         keys = {c: k if k is None else compile_sql(k, dialect) for c, k in continuation.reach_keys(families, scope).items()}
         with _ahead(partial(statements, replace(continuation, reached=True))) as compiled:
             if engine.reach(keys):

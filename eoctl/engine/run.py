@@ -28,6 +28,7 @@ class EngineRun(Protocol):
     scope: Scope  # which tables the run opened, as the expressions see them
     dialect: Dialect
     concurrency: int  # keep, evaluate or keep_state calls at once, each from a thread (in_order)
+    looks_up: bool  # whether `reach` may look rows of the index up by key (else it answers False)
 
     def keep(self, name: str, sql: str) -> None:
         """The rows of `sql` computed once and kept as table `name` (replacing one of that name), in

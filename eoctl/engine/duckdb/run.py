@@ -65,6 +65,7 @@ class DuckDBRun:
 
     #: one connection, one statement at a time (each uses every core the database is given)
     concurrency = 1
+    looks_up = True
 
     def __init__(self, config: Config, options: AuditOptions, step: Callable[[str], None], *,
                  inputs: frozenset[str] = frozenset(), layout=None, keep_records: bool = True,

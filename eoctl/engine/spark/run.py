@@ -59,6 +59,7 @@ class SparkRun:
     #: warm session a small job's time is mostly waits that several overlap. An incremental
     #: audit's evidence on two cores (10M + 1%): 15.3 s one at a time, 13.6 s two, 11.0 s three
     concurrency = 3
+    looks_up = False  # see reach
 
     def __init__(self, spark: SparkSession, config: Config, options: AuditOptions, step: Callable[[str], None], *,
                  inputs: frozenset[str] = frozenset(), layout: StoreLayout | None = None,
