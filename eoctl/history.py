@@ -89,9 +89,10 @@ def history_db(config: Config, *, create: bool) -> Iterator[Db]:
             _create_history_file(path)
         store = DuckDBStore.model_validate({"type": "duckdb", "path": str(path)})
     with open_db(store) as db:
-        if create and not _tables_made(db):
-            with db.ddl(RUNS):  # audits that end at the same moment record at once
-                _create_tables(db)
+        if create:
+            if not _tables_made(db):
+                with db.ddl(RUNS):  # audits that end at the same moment record at once
+                    _create_tables(db)
         elif db.columns(RUNS) is None:
             raise UsageError("no audit run is recorded in the findings history yet")
         yield db
