@@ -38,7 +38,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="also run the tests marked scale (tens of minutes; README, Development)")
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (addopts): a worker per core, as many as the memory holds (a worker may run its own
+    Spark driver, Kafka broker, PostgreSQL and MariaDB, and a command's JVM beside them: some
+    6 GiB at its peak), at most 4; none (one process) on one core."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    workers = min(cores, int(memory_gib // 6), 4)
+    return workers if workers > 1 else 0
+
+
+#: Files whose tests take minutes, started first so that no worker is left with one at the end
+#: while the others idle (`--dist loadfile --no-loadscope-reorder` sends files in this order).
+LONGEST_FILES = ("test_incremental_property.py", "test_incremental.py", "test_secrets_outputs.py",
+                 "engine/spark/test_class_archive.py", "expr/test_blobs.py", "expr/test_engine_parity.py",
+                 "expr/test_topics.py", "test_audit_chaos.py", "ops/test_overlap.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The longest files first, the others in their order (a stable sort).
+    first = {f"tests/{name}": rank for rank, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: first.get(item.nodeid.split("::", 1)[0], len(first)))
     # Tests are unit tests unless marked integration; `-m unit` runs only the fast ones.
     for item in items:
         if item.get_closest_marker("integration") is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import uuid
 from pathlib import Path
@@ -45,21 +44,6 @@ def test_doctor_is_green_on_the_sample_configurations(spark_jars: Path, sample: 
     else:
         assert ("stores.shipping", "table eo_outbox (endpoints.shipping.outbox)") in checks
         assert ("endpoints.shipping.sinks.shipments", "readable with its columns") in checks
-
-
-def test_readme_first_command_resolves_the_jars_from_maven_central() -> None:
-    """README's first command, word for word: no jars folder, so Spark resolves the connector and
-    drivers of the installed pyspark itself; the chaos sample's report is readable text."""
-    result = run_eoctl("--config", str(REPO / "samples" / "chaos" / "eoctl.toml"), "audit", unset=("EOCTL_JARS_DIR",))
-    assert result.code == 1, result.stderr[-2000:]  # the sample has findings at error and above
-    assert "findings by code" in result.stderr and ": 83 records; endpoints shop, billing, shipping" in result.stderr
-    counts = {m[0]: int(m[1]) for m in re.findall(r"^│ (EO\d{3}) │ \w+ +│ +(\d+) │", result.stderr, re.M)}
-    # what the JSON report gives on DuckDB (tests/cli/test_audit_cmd.py), EO401 too: the sample's
-    # [audit] grace = "0s" makes its orphan blob one however recent the checkout's file times
-    assert counts == {"EO101": 3, "EO102": 1, "EO103": 1, "EO201": 1, "EO301": 4, "EO302": 1, "EO401": 1,
-                      "EO402": 1, "EO403": 1, "EO501": 2, "EO502": 1}
-    assert ":: resolving dependencies" not in result.stderr  # Ivy's chatter went to the driver log
-    assert result.stdout == ""
 
 
 @pytest.fixture()

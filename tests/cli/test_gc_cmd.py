@@ -16,7 +16,7 @@ from tests.helpers.servers import REPO
 @pytest.fixture
 def chaos(tmp_path: Path) -> Path:
     shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos",
-                    ignore=shutil.ignore_patterns("eoctl-history.duckdb*"))
+                    ignore=shutil.ignore_patterns("eoctl-history*"))
     return tmp_path / "chaos" / "eoctl.toml"
 
 

@@ -208,7 +208,7 @@ def test_every_commands_json_names_its_schema_and_writes_times_in_iso_8601(tmp_p
 
     from tests.helpers.servers import REPO
 
-    shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos")
+    shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos", ignore=shutil.ignore_patterns("eoctl-history*"))
     cfg = ("--config", str(tmp_path / "chaos" / "eoctl.toml"), "--engine", "duckdb", "--format", "json")
     run_eoctl(*cfg, "audit", "--select", "EO201", "--grace", "0s")  # two recorded runs for findings diff, even
     audited = run_eoctl(*cfg, "audit", "--select", "EO201", "--grace", "0s")  # from a clone without a history
@@ -255,7 +255,8 @@ def test_every_example_in_the_help_runs_from_the_repository_root(tmp_path: Path,
 
     from tests.helpers.servers import REPO
 
-    shutil.copytree(REPO / "samples", tmp_path / "samples")
+    # without the histories other tests record beside the samples, perhaps at this moment
+    shutil.copytree(REPO / "samples", tmp_path / "samples", ignore=shutil.ignore_patterns("eoctl-history*"))
     examples = _examples()
     assert len(examples) >= 15
     env = {**os.environ, "EOCTL_ENGINE": "duckdb", "EOCTL_JARS_DIR": str(spark_jars),

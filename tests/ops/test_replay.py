@@ -151,7 +151,7 @@ def test_a_second_run_waits_for_the_lease_and_exits_4(tmp_path: Path) -> None:
     from tests.helpers.cli import run_eoctl
 
     shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos",
-                    ignore=shutil.ignore_patterns("eoctl-history.duckdb*"))
+                    ignore=shutil.ignore_patterns("eoctl-history*"))
     held = Lease(load_config(tmp_path / "chaos" / "eoctl.toml"), "replay-outbox", "other-run").acquire()
     try:  # held by a live process: this test's
         result = run_eoctl("--config", str(tmp_path / "chaos" / "eoctl.toml"), "replay-outbox", "--execute",

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,8 @@ import pytest
 from eoctl.config.model import EngineConfig
 from eoctl.engine.spark.jars import pom_xml, runtime_coordinates, spark_jar_settings
 from eoctl.errors import EngineError, UsageError
+from tests.helpers.cli import run_eoctl
+from tests.helpers.servers import REPO
 
 
 def test_connector_matches_the_installed_pyspark() -> None:
@@ -130,3 +133,21 @@ def test_a_second_start_loads_the_jars_ivy_resolved_without_resolving(tmp_path: 
     second = run(None, cache)
     assert second["loads"] == dict.fromkeys(LOADED, True)
     assert log.read_text(encoding="utf-8").count(":: resolving dependencies") == 1  # not again
+
+
+@pytest.mark.integration
+def test_readme_first_command_resolves_the_jars_from_maven_central() -> None:
+    """README's first command, word for word: no jars folder, so Spark resolves the connector and
+    drivers of the installed pyspark itself; the chaos sample's report is readable text. In this
+    file with the other test that resolves through Ivy: pytest's workers run a file's tests in one
+    process, so two resolutions never write one Ivy cache at once."""
+    result = run_eoctl("--config", str(REPO / "samples" / "chaos" / "eoctl.toml"), "audit", unset=("EOCTL_JARS_DIR",))
+    assert result.code == 1, result.stderr[-2000:]  # the sample has findings at error and above
+    assert "findings by code" in result.stderr and ": 83 records; endpoints shop, billing, shipping" in result.stderr
+    counts = {m[0]: int(m[1]) for m in re.findall(r"^│ (EO\d{3}) │ \w+ +│ +(\d+) │", result.stderr, re.M)}
+    # what the JSON report gives on DuckDB (tests/cli/test_audit_cmd.py), EO401 too: the sample's
+    # [audit] grace = "0s" makes its orphan blob one however recent the checkout's file times
+    assert counts == {"EO101": 3, "EO102": 1, "EO103": 1, "EO201": 1, "EO301": 4, "EO302": 1, "EO401": 1,
+                      "EO402": 1, "EO403": 1, "EO501": 2, "EO502": 1}
+    assert ":: resolving dependencies" not in result.stderr  # Ivy's chatter went to the driver log
+    assert result.stdout == ""
