@@ -90,18 +90,15 @@ def history_db(config: Config, *, create: bool) -> Iterator[Db]:
         store = DuckDBStore.model_validate({"type": "duckdb", "path": str(path)})
     with open_db(store) as db:
         if create:
-            if not _tables_made(db):
-                with db.ddl(RUNS):  # audits that end at the same moment record at once
-                    _create_tables(db)
+            db.make(RUNS, lambda: _tables_made(db), lambda: _create_tables(db))
         elif db.columns(RUNS) is None:
             raise UsageError("no audit run is recorded in the findings history yet")
         yield db
 
 
 def _tables_made(db: Db) -> bool:
-    """Whether the history's tables are all there, each column too: then a recording takes no
-    lock of DDL (PostgreSQL's ALTER takes the table's exclusive lock even when the column is
-    there, and would wait for every reader of the history)."""
+    """Whether the history's tables are all there, each column too (then a recording takes no
+    lock of DDL: Db.make)."""
     runs = db.columns(RUNS)
     return (runs is not None and "record_index" in runs
             and db.columns(FINDINGS) is not None and db.columns(ITEMS) is not None)

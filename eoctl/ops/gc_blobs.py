@@ -106,13 +106,11 @@ def blob_prefix(config: Config, name: str) -> BlobPrefix | None:
 
 
 def _ensure_journal(db: Db) -> None:
-    if db.columns(JOURNAL) is not None:  # made: no lock of DDL for each batch
-        return
-    with db.ddl(JOURNAL):
-        db.execute(f"create table if not exists {db.table(JOURNAL)} (eoctl_run_id varchar not null, "
-                   "endpoint varchar not null, name varchar not null, size bigint, modified timestamptz, "
-                   "eoctl_removed_at timestamptz not null, state varchar not null, "
-                   "primary key (eoctl_run_id, endpoint, name))")
+    db.make(JOURNAL, lambda: db.columns(JOURNAL) is not None, lambda: db.execute(
+        f"create table if not exists {db.table(JOURNAL)} (eoctl_run_id varchar not null, "
+        "endpoint varchar not null, name varchar not null, size bigint, modified timestamptz, "
+        "eoctl_removed_at timestamptz not null, state varchar not null, "
+        "primary key (eoctl_run_id, endpoint, name))"))
 
 
 # --------------------------------------------------------------------------------- execute

@@ -40,15 +40,16 @@ def utcnow() -> dt.datetime:
 
 
 def _ensure_tables(db: Db) -> None:
-    if db.columns(LEASES) is not None and db.columns(RUNS) is not None:
-        return  # made: no lock taken (every lease call comes here)
-    with db.ddl(LEASES):  # every changing command's first statements: several may start at once
+    def create() -> None:
         db.execute(f"create table if not exists {db.table(LEASES)} (name varchar primary key, "
                    "run_id varchar not null, holder_host varchar not null, holder_pid bigint not null, "
                    "acquired_at timestamptz not null, renewed_at timestamptz not null)")
         db.execute(f"create table if not exists {db.table(RUNS)} (run_id varchar primary key, "
                    "command varchar not null, started_at timestamptz not null, finished_at timestamptz, "
                    "status varchar not null, summary text)")
+
+    # every changing command's first statements (every lease call comes here): several may start at once
+    db.make(LEASES, lambda: db.columns(LEASES) is not None and db.columns(RUNS) is not None, create)
 
 
 @dataclass

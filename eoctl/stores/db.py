@@ -9,7 +9,7 @@ SQL is written once, with `%s` placeholders (psycopg's and PyMySQL's), and trans
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -64,21 +64,28 @@ class Db:
             with self.conn.transaction():
                 yield self
 
-    @contextmanager
-    def ddl(self, table: str) -> Iterator[Db]:
-        """Create or alter `table` where another eoctl process may do the same at that moment
-        (gc-tokens and gc-blobs journal the intents they delete in one table; every changing
-        command keeps the leases). PostgreSQL checks IF NOT EXISTS before it creates, so the
-        later of two creations failed on the catalog's unique index (and two ALTERs adding one
-        column on a duplicate column): there the block is one transaction holding an advisory
-        lock of the table's name, and the second process waits, then finds what the first made.
-        DuckDB has one writer per file; MySQL's DDL holds a metadata lock of the table."""
+    def make(self, table: str, made: Callable[[], bool], create: Callable[[], object]) -> None:
+        """Run `create` (DDL of `table` and what goes with it) unless `made()` says it is done, where
+        another eoctl process may do the same at that moment (gc-tokens and gc-blobs journal the
+        intents they delete in one table; every changing command keeps the leases; audits that end
+        together record at once).
+
+        `made()` is asked first without a lock: a made table takes none, however often it is
+        used (PostgreSQL's ALTER takes the table's exclusive lock even when its column is there, and
+        would wait for every reader). Else PostgreSQL runs the rest in one transaction holding an
+        advisory lock of the table's name, asks `made()` again and creates only what is missing: it
+        checks IF NOT EXISTS before it creates, so the later of two creations failed on the
+        catalog's unique index (and two ALTERs adding one column on a duplicate column). DuckDB has
+        one writer per file; MySQL's DDL holds a metadata lock of the table."""
+        if made():
+            return
         if self.duckdb or self.mysql:
-            yield self
+            create()
             return
         with self.tx():
             self.execute("select pg_advisory_xact_lock(%s)", [_lock_key(self.table(table))])
-            yield self
+            if not made():  # another process may have made it meanwhile
+                create()
 
     def columns(self, table: str) -> list[str] | None:
         return table_columns(self.conn, self.store, table)
@@ -90,10 +97,12 @@ class Db:
         cols = self.columns(source)
         if cols is None:
             raise SourceError(f"table {source} does not exist in {describe(self.store)} (schema {self.store.schema_name})")
-        if (present := self.columns(copy)) is not None and all(name in present for name, _ in extra):
-            return cols  # complete: no lock taken
-        with self.ddl(copy):
-            present = self.columns(copy)  # again: another process may have made it meanwhile
+        def made() -> bool:
+            present = self.columns(copy)
+            return present is not None and all(name in present for name, _ in extra)
+
+        def create() -> None:
+            present = self.columns(copy)
             if present is None:
                 self.execute(f"create table if not exists {self.table(copy)} as select * from {self.table(source)} "
                              "where 1 = 0")
@@ -104,6 +113,8 @@ class Db:
             for name, sql_type in extra:
                 if name not in present:
                     self.execute(f"alter table {self.table(copy)} add column {quote_ident(name)} {sql_type}")
+
+        self.make(copy, made, create)
         return cols
 
 
