@@ -97,6 +97,7 @@ class Db:
         cols = self.columns(source)
         if cols is None:
             raise SourceError(f"table {source} does not exist in {describe(self.store)} (schema {self.store.schema_name})")
+
         def made() -> bool:
             present = self.columns(copy)
             return present is not None and all(name in present for name, _ in extra)
