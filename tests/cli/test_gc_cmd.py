@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.chaos import recorded_copy
 from tests.helpers.cli import run_eoctl
-from tests.helpers.servers import REPO
 
 
 @pytest.fixture
 def chaos(tmp_path: Path) -> Path:
-    shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos",
-                    ignore=shutil.ignore_patterns("eoctl-history*"))
-    return tmp_path / "chaos" / "eoctl.toml"
+    return recorded_copy(tmp_path).config_path
 
 
 ENGINES = pytest.mark.parametrize("engine", [[], ["--engine", "duckdb"]], ids=["spark", "duckdb"])

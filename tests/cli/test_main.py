@@ -204,12 +204,10 @@ def test_a_format_a_command_does_not_write_is_refused(path: list[str]) -> None:
 def test_every_commands_json_names_its_schema_and_writes_times_in_iso_8601(tmp_path: Path) -> None:
     import datetime as dt
     import re
-    import shutil
 
-    from tests.helpers.servers import REPO
+    from tests.helpers.chaos import recorded_copy
 
-    shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos", ignore=shutil.ignore_patterns("eoctl-history*"))
-    cfg = ("--config", str(tmp_path / "chaos" / "eoctl.toml"), "--engine", "duckdb", "--format", "json")
+    cfg = ("--config", str(recorded_copy(tmp_path).config_path), "--engine", "duckdb", "--format", "json")
     run_eoctl(*cfg, "audit", "--select", "EO201", "--grace", "0s")  # two recorded runs for findings diff, even
     audited = run_eoctl(*cfg, "audit", "--select", "EO201", "--grace", "0s")  # from a clone without a history
     run_id = json.loads(audited.stdout)["run"]["id"]

@@ -142,17 +142,13 @@ def test_a_poison_entry_is_reported_and_never_stalls_the_others(kafka, tmp_path:
 
 def test_a_second_run_waits_for_the_lease_and_exits_4(tmp_path: Path) -> None:
     """The lease is taken before any entry is touched (and before Kafka is contacted)."""
-    import shutil
-
     import duckdb
 
-    from eoctl.config import load_config
     from eoctl.ops.lease import Lease
+    from tests.helpers.chaos import recorded_copy
     from tests.helpers.cli import run_eoctl
 
-    shutil.copytree(REPO / "samples" / "chaos", tmp_path / "chaos",
-                    ignore=shutil.ignore_patterns("eoctl-history*"))
-    held = Lease(load_config(tmp_path / "chaos" / "eoctl.toml"), "replay-outbox", "other-run").acquire()
+    held = Lease(recorded_copy(tmp_path).config, "replay-outbox", "other-run").acquire()
     try:  # held by a live process: this test's
         result = run_eoctl("--config", str(tmp_path / "chaos" / "eoctl.toml"), "replay-outbox", "--execute",
                            "--stuck-after", "0s")
