@@ -101,7 +101,9 @@ def _continuation(engine: EngineRun, keeps: bool) -> Continuation | None:
 
     base = engine.base
     if base is not None:
-        return Continuation(True, frozenset(base.states or ()), incremental.drops(base, engine.plans), keeps)
+        drops = incremental.drops(base, engine.plans)
+        below = None if drops else incremental.processed_bounds(base, engine.plans, engine.committed)
+        return Continuation(True, frozenset(base.states or ()), drops, keeps, processed_below=below)
     return Continuation(False) if keeps else None
 
 
@@ -165,6 +167,7 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
     tables."""
     from eoctl.expr import compile_sql
     from eoctl.expr.incremental import UNHELD, states
+    from eoctl.expr.sinks import effect_endpoints
 
     dialect, scope = engine.dialect, engine.scope
     if continuation.continuing:
@@ -177,8 +180,13 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
         engine.keep(name, compile_sql(expr, dialect))
     if not continuation.continuing:
         return continuation, set(marks_kept), then(continuation)
+    if effect_endpoints(scope):  # after the next marks and counts: see eoctl.expr.sink_states
+        continuation = replace(continuation, effects_why=_effects_why(engine, continuation))
+        report.run["scan"]["effects"] = (
+            "the records of the messages processed since the last run and of those it kept without a row"
+            if continuation.effects_why is None else f"every record: {continuation.effects_why}")
     engine.keep(UNHELD, compile_sql(continuation.unheld(), dialect))
-    families = continuation.families(codes)
+    families = continuation.families(codes, scope)
     step("reading the indexed records the checks need again")
     # each step's statements compiled while the engine runs the step before (DuckDB and Spark's
     # client let go of the GIL while they work): the next ones for the index read by key while it
@@ -201,6 +209,22 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
                 for name, sql in tables.items():
                     getattr(engine, how)(name, sql)
         return continuation, {*marks_kept, UNHELD}, compiled()
+
+
+def _effects_why(engine: EngineRun, continuation: Continuation) -> str | None:
+    """Why EO503 reads every record this run (None: it continues from the states): the plan's
+    reason, or a sink whose rows below the recorded run's mark are not as many as then."""
+    from eoctl.expr import compile_sql
+
+    why = continuation.effects_blocked(engine.scope)
+    if why is not None:
+        return why
+    for sink, expr in continuation.effect_guards(engine.scope, engine.dialect).items():
+        row = engine.rows(compile_sql(expr, engine.dialect))[0]
+        if row["now"] != row["then"]:
+            return (f"sink {sink} holds {row['now']} rows below the watermark the last run kept, not {row['then']} "
+                    "as then (rows deleted or rewritten)")
+    return None
 
 
 def _families_and_sinks(continuation: Continuation, families: list[str], scope: Scope,

@@ -358,6 +358,28 @@ def in_flight_floor(plans: dict[str, list[PartitionPlan]],
     return None if any(f is None for f in floors) else min(floors, default=None)
 
 
+def processed_bounds(base: RecordIndex, plans: dict[str, list[PartitionPlan]],
+                     committed: dict[str, dict[str, dict[int, int]]]) -> tuple[tuple[str, str, int, int], ...] | None:
+    """Per partition the index is read for, (endpoint, topic, partition, offset): its indexed
+    records below the offset were processed for the recorded run `base` (below its committed
+    offset then, and indexed), and are still (eoctl.expr.incremental: EO503's counts continue
+    from them). None when the recorded run kept no committed offsets, or one moved back or is
+    gone (`committed`: now): records it had processed may not be any more."""
+    if base.committed is None:
+        return None
+    out = []
+    for name, partition_plans in sorted(plans.items()):
+        for p in partition_plans:
+            then = base.committed.get(name, {}).get(p.topic, {}).get(p.partition)
+            if then is None or p.start <= 0:  # nothing of it processed then, or nothing indexed
+                continue
+            now = committed.get(name, {}).get(p.topic, {}).get(p.partition)
+            if now is None or now < then:
+                return None
+            out.append((name, p.topic, p.partition, min(then, p.start)))
+    return tuple(out)
+
+
 def drops(base: RecordIndex, plans: dict[str, list[PartitionPlan]]) -> bool:
     """Whether retention took indexed records since `base`: a live partition's log start is now
     above the lowest offset the index holds (a partition without one holds no indexed row)."""

@@ -706,32 +706,78 @@ def test_eo204_on_an_archive_continues_from_the_first_offsets_the_index_kept(spa
     assert gained.index.lows == first.index.lows
 
 
+def _eo503(report: AuditReport) -> list[str]:
+    """EO503's evidence rows, every column (the hour's counts too), as sorted JSON."""
+    return canonical(report).get(("EO503", "billing", "invoices"), (0, []))[1]
+
+
+def _continued_eo503(incr: AuditReport, config: Config) -> str:
+    """How the run read EO503's records, after checking it found what a full audit finds."""
+    full = _full_on_duckdb(config)
+    assert incr.run["scan"]["mode"] == "incremental"
+    assert identities(incr) == identities(full)
+    assert _eo503(incr) == _eo503(full)
+    return incr.run["scan"]["effects"]
+
+
+_CONTINUED = "the records of the messages processed since the last run and of those it kept without a row"
+
+
 @pytest.mark.integration
-def test_eo503_across_the_boundary_is_the_full_audits(tmp_path: Path) -> None:
+def test_eo503_continues_from_its_states_and_reads_every_record_when_sink_rows_go(spark, tmp_path: Path) -> None:
     """A sink with every_message (the generator's invoices): records appended after the last run and
-    then committed, without invoices, are missing effects; a row deleted from the sink makes an
-    indexed message missing. The run continuing from the index names exactly the full audit's."""
+    then committed, without invoices, are missing effects, counted in their hours beside the
+    messages processed before; a pending outbox entry added for a missing message takes it out,
+    and its removal brings it back. Each run continues from the states (on either engine) and
+    names exactly the full audit's EO503, counts included. A row deleted from the sink below the
+    kept mark, or a committed offset moved back, makes the run read every record for EO503, and
+    says why; the run after it continues from the states again."""
+    import duckdb
+
     from samples.generator import DEFAULT_MIX, GenSpec, generate
 
     out = tmp_path / "gen"
     truth = generate(GenSpec(3000, out, partitions=2, mix={**DEFAULT_MIX, "EO503": 0.01}))
     config = load_config(out / "eoctl.toml")
     first = _recorded(None, config)
-    assert len(identities(first)[("EO503", "billing", "invoices")][1]) == truth["codes"]["EO503"]["count"]
+    before = identities(first)[("EO503", "billing", "invoices")][1]
+    assert len(before) == truth["codes"]["EO503"]["count"]
 
+    def ends() -> dict[str, int]:
+        return dict(duckdb.sql(f"select \"partition\"::varchar, max(\"offset\") + 1 from "
+                               f"read_parquet('{out}/topics/orders/*.parquet') group by 1").fetchall())
+
+    old_ends = ends()
     append_orders(out, "part-late.parquet")
     committed = out / "topics" / "orders" / "_committed_offsets.json"
-    import duckdb
+    kept_offsets = committed.read_text()
+    committed.write_text(json.dumps({"orders": ends()}))
+    appended = _recorded(spark, config, since_last=True)
+    assert _continued_eo503(appended, config) == _CONTINUED
+    named = identities(appended)[("EO503", "billing", "invoices")][1]
+    assert len(named) > len(before) + 1
 
-    ends = dict(duckdb.sql(f"select \"partition\"::varchar, max(\"offset\") + 1 from "
-                           f"read_parquet('{out}/topics/orders/*.parquet') group by 1").fetchall())
-    committed.write_text(json.dumps({"orders": ends}))
+    # a pending entry for a missing message: no longer judged; then the entry goes: missing again
+    late = next(r["message_id"] for r in map(json.loads, _eo503(appended))
+                if r["offset"] >= old_ends[str(r["partition"])])  # an appended record's message
+    store = str(out / "state.duckdb")
+    with duckdb.connect(store) as db:
+        db.execute("insert into billing.eo_outbox select endpoint, ?, 'tok-pending', 'attempt-pending', outgoing, "
+                   "null, now(), now(), 1, null from billing.eo_outbox limit 1", [late])
+    pending = _recorded(None, config, since_last=True)
+    assert _continued_eo503(pending, config) == _CONTINUED
+    assert late not in json.dumps(_eo503(pending))
+    with duckdb.connect(store) as db:
+        db.execute("delete from billing.eo_outbox where incoming_message_id = ?", [late])
+    gone_entry = _recorded(None, config, since_last=True)
+    assert _continued_eo503(gone_entry, config) == _CONTINUED
+    assert late in json.dumps(_eo503(gone_entry))
+
+    # a row deleted from the sink, whose message the audit judges (a record with its headers, no
+    # outbox entry) and that is its only row (the generator's ids are random)
     sinks = out / "sinks" / "invoices"
-    # a row whose message the audit judges (a record with its headers, no outbox entry) and that
-    # is its only row in the sink (the generator's ids are random: the sink's first row may be a
-    # message EO503 does not judge, or one applied twice)
-    segments = [str(p) for p in Path(incremental.records_root(config)).glob("*/records/*.parquet")]
-    with duckdb.connect(str(out / "state.duckdb"), read_only=True) as db:
+    segments = [str(p) for p in Path(incremental.records_root(config)).glob("*/*/*.parquet")]
+    with duckdb.connect(store, read_only=True) as db:
         entries = [r[0] for r in db.execute("select incoming_message_id from billing.eo_outbox").fetchall()]
     gone, file = duckdb.sql(
         f"select source_message_id, filename from read_parquet('{sinks}/*.parquet', filename = true) "
@@ -743,11 +789,16 @@ def test_eo503_across_the_boundary_is_the_full_audits(tmp_path: Path) -> None:
     duckdb.sql(f"copy (select * from read_parquet('{sink}') where source_message_id <> '{gone}') "
                f"to '{sink}.new' (format parquet)")
     Path(f"{sink}.new").replace(sink)
+    deleted = _recorded(spark, config, since_last=True)
+    why = _continued_eo503(deleted, config)
+    assert why.startswith("every record: sink billing/invoices holds ") and "(rows deleted or rewritten)" in why
+    assert gone in json.dumps(_eo503(deleted))
+    again = _recorded(None, config, since_last=True)
+    assert _continued_eo503(again, config) == _CONTINUED
+    assert gone in json.dumps(_eo503(again))
 
-    incr = _recorded(None, config, since_last=True)
-    full = _full_on_duckdb(config)
-    assert incr.run["scan"]["mode"] == "incremental"
-    assert identities(incr) == identities(full)
-    named = identities(full)[("EO503", "billing", "invoices")][1]
-    before = identities(first)[("EO503", "billing", "invoices")][1]
-    assert len(named) > len(before) + 1 and any(gone in key for key in named)
+    committed.write_text(kept_offsets)  # the consumer's offsets moved back: appended records in flight again
+    moved_back = _recorded(None, config, since_last=True)
+    assert _continued_eo503(moved_back, config) == ("every record: a committed offset moved back or is gone since "
+                                                    "the last run")
+    assert late not in json.dumps(_eo503(moved_back))

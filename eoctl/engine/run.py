@@ -75,6 +75,7 @@ class EngineRun(Protocol):
         the source, when the run continues or keeps an index (else [])."""
 
     plans: dict[str, list[PartitionPlan]]  # continuing: per endpoint, where the source was read from
+    committed: dict[str, dict[str, dict[int, int]]]  # endpoint -> topic -> partition -> committed offset now
 
     def open_states(self, schemas: dict) -> None:
         """Continuing: a view `state_<name>` of each state of `schemas` (name -> column -> Ibis

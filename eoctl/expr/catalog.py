@@ -81,4 +81,8 @@ def shared_tables(codes: list[str], scope: Scope, records: ir.Table, dialect: Di
         out.update(sinks.messages_applied_twice(continuation.scope_for("EO501", scope) if continuation else scope))
     if "EO502" in codes:  # over the rows EO502 reads (eoctl.expr.sink_states)
         out.update(sinks.differing_keys(continuation.scope_for("EO502", scope) if continuation else scope, dialect))
+    if "EO503" in codes and continuation is not None and sinks.effect_endpoints(scope):
+        # what EO503 reads and the next run's states hold (eoctl.expr.incremental)
+        out[sinks.EFFECT_HOURS] = continuation.effect_hours(scope)
+        out.update(continuation.without_effect(scope))
     return out

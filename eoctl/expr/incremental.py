@@ -41,6 +41,18 @@ Why the findings are the full audit's:
 EO104 is the one check whose key (a producer) holds too many records to read again. It reads
 `sequence_ranges`: the ranges the recorded run kept, joined with the new numbers' ranges. When
 retention took indexed records (`drops`), the ranges are read from every record instead.
+
+EO503 (a processed message without a row in a sink that must hold every message) counts, per hour,
+the messages processed in it: a key (an hour) too large to read again as well. Its family is every
+record of the messages with a copy processed since the recorded run (new, or indexed beyond the
+committed offset it had: Continuation.processed_before), and of those its sinks' states name
+(without a row then, or with a row at the mark: eoctl.expr.sink_states). Why that is every
+message EO503 can find: a message without a row now whose processed copies were all processed
+then had no row then either (rows are only added below the mark, or the count `below` tells),
+so it is in the state. Its hours' counts are the kept ones (`effect_hours`) plus the family's
+messages with a copy processed since in an hour where they had none then. When that may not hold
+(a committed offset moved back, retention took records, a sink's rows below the mark changed,
+or a sink without a watermark: `effects_why`), EO503 reads every record, as a full audit.
 """
 
 from __future__ import annotations
@@ -109,14 +121,12 @@ _REACH_STATES = frozenset({"store_tokens_seen", "unheld_messages", "pending_caus
                            "repeated_keys", "reused_sequence_keys", "causations_sent_twice"})
 
 #: each code that reads records -> the family of records it is given; a code not named here reads
-#: every record if it reads any (EO503), else none (store tables, sinks, listings, offsets)
+#: none (store tables, sinks, listings, offsets)
 FAMILY_OF = {
     "EO101": "messages", "EO102": "messages", "EO103": "sequences", "EO105": "problems",
     "EO201": "tokens", "EO203": "tokens", "EO202": "messages", "EO302": "causations",
-    "EO401": "blobs", "EO402": "blobs", "EO403": "blobs",
+    "EO401": "blobs", "EO402": "blobs", "EO403": "blobs", "EO503": "effects",
 }
-# EO503 reads every record: its hour counts need every processed record of each hour with a
-# missing message, and every processed message id is looked up in the sink (the sink is read whole)
 
 
 def states(scope: Scope) -> dict[str, State]:
@@ -137,7 +147,30 @@ def states(scope: Scope) -> dict[str, State]:
             out[sink_states.differing_keys_state(endpoint, sink)] = State(
                 sink_states.key_schema(scope, endpoint, sink), None,
                 lambda c, scope, dialect, v=view: sinks.differing_keys(c.scope_for("EO502", scope), dialect)[v], view)
+    if sinks.effect_endpoints(scope):
+        out[EFFECT_HOURS] = State(sinks.EFFECT_HOURS_SCHEMA, None, lambda c, scope, dialect: c.effect_hours(scope),
+                                  sinks.EFFECT_HOURS)
+    for endpoint, sink in _effect_sinks(scope):
+        without = sinks.without_effect_view(scope, endpoint, sink)
+        out[sink_states.without_state(endpoint, sink)] = State(
+            sink_states.IDS_SCHEMA, None, lambda c, scope, dialect, v=without: c.without_effect(scope)[v], without)
+        out[sink_states.edge_state(endpoint, sink)] = State(
+            sink_states.IDS_SCHEMA, None,
+            lambda c, scope, dialect, e=endpoint, s=sink: sink_states.edge(scope, e, s, dialect, c.kept_mark(e, s)),
+            sink_states.edge_view(scope, endpoint, sink))
+        out[sink_states.below_state(endpoint, sink)] = State(
+            sink_states.ROWS_SCHEMA, None, lambda c, scope, dialect, e=endpoint, s=sink: sink_states.below(scope, e, s),
+            "")
     return out
+
+
+#: the state of EO503's counts of each hour's processed messages
+EFFECT_HOURS = "effect_hours"
+
+
+def _effect_sinks(scope: Scope) -> list[tuple[str, SinkConfig]]:
+    """The sinks that must hold every message whose watermark can be kept: those EO503 reads by state."""
+    return [(e, s) for e, s in sink_states.watermarked(scope) if s.every_message]
 
 
 @dataclass(frozen=True)
@@ -194,12 +227,89 @@ class Continuation:
     sink_marks: tuple[tuple[str, int | None], ...] = ()
     #: the engine made `indexed_reach` (narrows, reach_keys): the candidates are probed in it
     reached: bool = False
+    #: per indexed partition (endpoint, topic, partition, offset): below the offset, its indexed
+    #: records were processed for the recorded run (eoctl.incremental.processed_bounds); None:
+    #: that may not hold now (EO503 reads every record)
+    processed_below: tuple[tuple[str, str, int, int], ...] | None = None
+    #: why EO503's family is every record (None: the records of the messages processed since and
+    #: its states', see the module's doc), decided once the marks are read (audit._continue)
+    effects_why: str | None = "not decided"
 
-    def families(self, codes: Iterable[str]) -> list[str]:
+    @property
+    def effects(self) -> bool:
+        """Whether EO503 reads the records of the messages processed since (and its states')."""
+        return self.continuing and self.effects_why is None
+
+    def effects_blocked(self, scope: Scope) -> str | None:
+        """Why EO503 cannot continue from the states, as far as the plan tells (the sinks' rows
+        below their marks are counted next: effect_guards); None: it can."""
+        every = list(sinks.every_message_sinks(scope))
+        usable = {(e, s.name) for e, s in self.narrowed(scope)
+                  if set(sink_states.effect_state_names(e, s)) <= self.states}
+        for e, s in every:
+            if (e, s.name) not in {(n, k.name) for n, k in sink_states.watermarked(scope)}:
+                return (f"sink {e}/{s.name} has no watermark_column of an integer or a time: only every record "
+                        "shows a row deleted from it")
+        if self.drops:
+            return "retention took indexed records since the last run"
+        if self.processed_below is None:
+            return "a committed offset moved back or is gone since the last run"
+        if EFFECT_HOURS not in self.states or any((e, s.name) not in usable for e, s in every):
+            return "the last run kept no state for these sinks' configuration"
+        return None
+
+    def effect_guards(self, scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
+        """Per sink EO503 reads by state, by its name ("<endpoint>/<sink>"): one row of how many
+        rows are below the recorded run's mark now and how many were then (sink_states.below_now)."""
+        return {f"{e}/{s.name}": sink_states.below_now(scope, e, s, dialect, self.kept_mark(e, s))
+                for e, s in _effect_sinks(scope)}
+
+    def processed_before(self, t: ir.Table) -> ir.BooleanValue:
+        """Whether a record of `t` is an indexed one the recorded run had processed (processed_below)."""
+        cases = [((t.endpoint == e) & (t.topic == topic) & (t.partition == partition), t.offset < bound)
+                 for e, topic, partition, bound in self.processed_below or ()]
+        return ibis.cases(*cases, else_=ibis.literal(False)) if cases else ibis.literal(False)
+
+    def effect_keys(self, scope: Scope, fresh: ir.Table, indexed: ir.Table) -> ir.Table:
+        """The message ids EO503's family holds every record of (continuing, `effects`): those with
+        a copy processed since the recorded run (new, or indexed and not processed then), and those
+        its sinks' states name (without a row, or with a row at the mark then)."""
+        endpoints = sinks.effect_endpoints(scope)
+
+        def processed(t: ir.Table) -> ir.Table:
+            return t.filter(t.endpoint.isin(endpoints) & t.processed & t.message_id.notnull() & t.problem.isnull())
+
+        lowest = min((bound for *_, bound in self.processed_below or ()), default=0)
+        # offsets below every bound were processed then: Parquet skips their row groups
+        since = processed(indexed.filter(indexed.offset >= lowest))
+        ids = processed(fresh).select("message_id").union(since.filter(~self.processed_before(since)).select("message_id"))
+        for e, s in _effect_sinks(scope):
+            for name in (sink_states.without_state(e, s), sink_states.edge_state(e, s)):
+                ids = ids.union(state_table(name, sink_states.IDS_SCHEMA))
+        return ids.filter(ids.message_id.notnull())
+
+    def effect_hours(self, scope: Scope) -> ir.Table:
+        """`effect_hours` (EO503's counts of each hour's processed messages): the kept counts and the
+        messages processed since (effects), else over every record."""
+        records = self.records_in("effects")
+        if self.effects:
+            kept = state_table(EFFECT_HOURS, sinks.EFFECT_HOURS_SCHEMA)
+            return sinks.processed_per_hour(scope, records, self.processed_before, kept)
+        return sinks.processed_per_hour(scope, records)
+
+    def without_effect(self, scope: Scope) -> dict[str, ir.Table]:
+        """Per sink that must hold every message, its messages processed without a row (EO503's,
+        kept before it runs, and the `without` state): over EO503's records and rows."""
+        return sinks.messages_without_effect(self.scope_for("EO503", scope), self.records_in("effects"))
+
+    def families(self, codes: Iterable[str], scope: Scope) -> list[str]:
         """The families `codes` read, and those the states are built from, in a fixed order."""
         wanted = {FAMILY_OF[c] for c in codes if c in FAMILY_OF}
         if self.keeps:  # the states' families, and those the carried records are taken from
             wanted |= {s.family for s in STATES.values() if s.family} | set(_CARRIED_FAMILIES)
+            wanted.add("effects")  # effect_hours and the sinks' `without`
+        if not (self.effects and sinks.effect_endpoints(scope)):
+            wanted.discard("effects")  # EO503 reads every record (records_in), or has no sink
         return sorted(wanted)
 
     def records_of(self, code: str) -> ir.Table:
@@ -208,7 +318,10 @@ class Continuation:
         return self.records_in(family) if family else records_table()
 
     def records_in(self, family: str) -> ir.Table:
-        """The kept table of a family's records when continuing, else every record."""
+        """The kept table of a family's records when continuing, else every record (and EO503's
+        when it cannot continue from the states: effects_why)."""
+        if family == "effects" and not self.effects:
+            return records_table()
         return records_table(family_view(family)) if self.continuing else records_table()
 
     def probe_keys(self, families: Iterable[str], scope: Scope, dialect: Dialect) -> dict[str, ir.Table]:
@@ -288,6 +401,8 @@ class Continuation:
         fresh = records_table("fresh")
         unheld = _unheld_kept().anti_join(_state("unheld_messages"), "message_id")
         ids = fresh.select("message_id").union(unheld)
+        if "effects" in families:  # every record of EO503's messages, their other copies looked up
+            ids = ids.union(self.effect_keys(scope, fresh, records_table("indexed")))
         out: dict[str, ir.Table | None] = {"message_id": ids.filter(ids.message_id.notnull()).distinct()}
         v = _valid(fresh)
         out[",".join(_SEQUENCE)] = v.filter(v.producer.notnull() & v.seq.notnull()).select(*_SEQUENCE).distinct()
@@ -368,6 +483,10 @@ class Continuation:
     def scope_for(self, code: str, scope: Scope) -> Scope:
         """The scope `code`'s check reads: EO501's, EO502's and EO202's narrowed sinks are their
         views (EO202's losses are messages in flight without a held token: UNHELD, touched)."""
+        if code == "EO503":  # the kept tables, and the rows of its messages (effects) or the sinks
+            rows = {(e, s.name): sink_states.by_message_view(scope, e, s) for e, s in _effect_sinks(scope)}
+            return replace(scope, kept_effects=True, narrowed_sinks={**scope.narrowed_sinks, **rows}
+                           if self.effects else scope.narrowed_sinks)
         view = _NARROWED_VIEW.get(code)
         narrowed = self.narrowed(scope) if view else []
         if not narrowed:
@@ -389,7 +508,10 @@ class Continuation:
         out: dict[str, ir.Table] = {}
         for e, s in self.narrowed(scope):
             new = sink_states.new_rows(scope, e, s, dialect, self.kept_mark(e, s))
-            out[sink_states.touched_view(scope, e, s)] = sink_states.touched(scope, e, s, new, _unheld_kept())
+            messages = _unheld_kept()
+            if self.effects and s.every_message:  # EO503's messages (its family's probe keys)
+                messages = messages.union(ibis.table(ibis.schema(sink_states.IDS_SCHEMA), name=probe_table("effects")))
+            out[sink_states.touched_view(scope, e, s)] = sink_states.touched(scope, e, s, new, messages)
             out[sink_states.touched_rows_view(scope, e, s)] = sink_states.touched_rows(scope, e, s, dialect)
         return out
 
@@ -408,8 +530,12 @@ class Continuation:
         next run's mark), by name; none when the run keeps no states."""
         if not self.keeps:
             return {}
-        return {sink_states.mark_view(scope, e, s): sink_states.mark(scope, e, s, dialect, self.kept_mark(e, s))
-                for e, s in sink_states.watermarked(scope)}
+        out = {sink_states.mark_view(scope, e, s): sink_states.mark(scope, e, s, dialect, self.kept_mark(e, s))
+               for e, s in sink_states.watermarked(scope)}
+        for e, s in _effect_sinks(scope):  # EO503's rows at the mark and the count, read with it
+            out[sink_states.edge_view(scope, e, s)] = sink_states.edge(scope, e, s, dialect, self.kept_mark(e, s))
+            out[sink_states.count_view(scope, e, s)] = sink_states.row_count(scope, e, s)
+        return out
 
     def kept_mark(self, endpoint: str, sink: SinkConfig) -> int | None:
         """The mark the recorded run kept for a narrowed sink (read into `sink_marks`); None for
@@ -488,7 +614,7 @@ def _unheld(t: ir.Table) -> ir.Table:
 
 
 #: the families whose indexed records indexed_reach holds
-_REACHED_FAMILIES = (*_CARRIED_FAMILIES, "blobs")
+_REACHED_FAMILIES = (*_CARRIED_FAMILIES, "blobs", "effects")
 
 
 def _valid(t: ir.Table) -> ir.Table:
@@ -562,8 +688,15 @@ def _blobs(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, di
     return Probe(where=indexed.blobs.notnull())
 
 
+def _effects(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, dialect: Dialect) -> Probe:
+    """EO503: every record of the messages processed since the recorded run and of those its
+    sinks' states name (Continuation.effect_keys), by the message id alone. (When it cannot
+    continue from them, EO503 reads every record, not a family: Continuation.records_in.)"""
+    return Probe(keys=c.effect_keys(scope, fresh, records_table("indexed")), on=("message_id",))
+
+
 _NARROWED_VIEW = {"EO501": sink_states.by_message_view, "EO502": sink_states.by_key_view,
                   "EO202": sink_states.by_message_view}
 
 _PROBES = {"messages": _messages, "sequences": _sequences, "problems": _problems, "tokens": _tokens,
-           "causations": _causations, "blobs": _blobs}
+           "causations": _causations, "blobs": _blobs, "effects": _effects}

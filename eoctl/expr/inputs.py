@@ -102,6 +102,9 @@ class Scope:
     #: (endpoint, sink name) -> the view a check reads instead of the sink's rows (an incremental
     #: audit's EO501 and EO502: eoctl.expr.sink_states)
     narrowed_sinks: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: EO503 reads the kept tables of the messages without a row and of each hour's processed
+    #: messages (a run that keeps states or continues: eoctl.expr.incremental)
+    kept_effects: bool = False
 
     @property
     def selected(self) -> list[str]:

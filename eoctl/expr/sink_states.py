@@ -23,7 +23,16 @@ row, or one value, or it would be in the state. Deleting rows only shrinks group
 is a write. The states of this run are the same aggregates over the same views: by induction they
 hold every group of their kind in the whole sink.
 
-EO202 and EO503 still read the sink whole (they look every message id up in it).
+EO202 reads the rows of the messages in flight without a held token (UNHELD, touched).
+
+A sink that must hold every message (EO503's) keeps three more states:
+- `without`: the messages processed with no row in it (EO503's candidates, pending or not);
+- `edge`: the message ids of the rows at or above the mark, or without a watermark, when the mark
+  was taken: rows the next run reads as new, whose deletion it could not see otherwise;
+- `below`: how many rows were below the mark then.
+EO503 reads the rows of the message ids of its records (eoctl.expr.incremental: the messages
+processed since, `without` and `edge`). A row deleted or rewritten below the mark lowers the count
+below it (`below_now`): the next run then reads every record for EO503, as a full audit does.
 """
 
 from __future__ import annotations
@@ -73,6 +82,75 @@ def differing_keys_state(endpoint: str, sink: SinkConfig) -> str:
 def state_names(endpoint: str, sink: SinkConfig) -> list[str]:
     names = [mark_state(endpoint, sink), applied_twice_state(endpoint, sink)]
     return [*names, differing_keys_state(endpoint, sink)] if sink.key_columns else names
+
+
+ROWS_SCHEMA = {"rows": "int64"}
+IDS_SCHEMA = {"message_id": "string"}
+
+
+def effect_state_names(endpoint: str, sink: SinkConfig) -> list[str]:
+    """The states EO503 reads a sink that must hold every message by: the mark, `without`,
+    `edge` and `below`."""
+    return [mark_state(endpoint, sink), without_state(endpoint, sink), edge_state(endpoint, sink),
+            below_state(endpoint, sink)]
+
+
+def without_state(endpoint: str, sink: SinkConfig) -> str:
+    return mark_state(endpoint, sink).replace("_mark", "_without")
+
+
+def edge_state(endpoint: str, sink: SinkConfig) -> str:
+    return mark_state(endpoint, sink).replace("_mark", "_edge")
+
+
+def below_state(endpoint: str, sink: SinkConfig) -> str:
+    return mark_state(endpoint, sink).replace("_mark", "_below")
+
+
+def edge_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
+    return f"{scope.sink_view(endpoint, sink)}_edge"
+
+
+def count_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
+    return f"{scope.sink_view(endpoint, sink)}_rows"
+
+
+def edge(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect, kept: int | None) -> ir.Table:
+    """The `edge` state: the message ids of the rows at or above the mark kept now (mark_view), or
+    without a watermark, one per row (of the new rows since a `kept` mark: Parquet skips the
+    others). Kept with the mark, before any check reads the sink."""
+    rows = new_rows(scope, endpoint, sink, dialect, kept)
+    mark = ibis.table(ibis.schema(MARK_SCHEMA), name=mark_view(scope, endpoint, sink))
+    w = rows[sink.watermark_column]
+    at = rows.filter(w.isnull() | (ordinal(w, dialect) >= mark.mark.max().as_scalar()))
+    return at.select(message_id=at[sink.message_id_column].cast("string"))
+
+
+def row_count(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
+    """The sink's rows now, counted (one row), kept with the mark and `edge`."""
+    rows = ibis.table(scope.sink_schemas[(endpoint, sink.name)], name=scope.sink_view(endpoint, sink))
+    return rows.aggregate(rows=rows.count().cast("int64"))
+
+
+def below(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
+    """The `below` state: the rows below the mark when it was kept (the count less `edge`'s rows)."""
+    total = ibis.table(ibis.schema(ROWS_SCHEMA), name=count_view(scope, endpoint, sink))
+    at = ibis.table(ibis.schema(IDS_SCHEMA), name=edge_view(scope, endpoint, sink))
+    return total.select(rows=(total.rows - at.count().as_scalar()).cast("int64"))
+
+
+def below_now(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect, mark: int | None) -> ir.Table:
+    """One row: `now`, the rows below the recorded run's `mark` now (none when it had none: the
+    sink was empty), and `then`, as many as it counted (its `below` state). They differ when a row
+    below the mark was deleted or rewritten (or written below it)."""
+    kept = state_table(below_state(endpoint, sink), ROWS_SCHEMA)
+    then = kept.aggregate(then=kept.rows.max())
+    if mark is None:
+        return then.mutate(now=ibis.literal(0, "int64"))
+    rows = ibis.table(scope.sink_schemas[(endpoint, sink.name)], name=scope.sink_view(endpoint, sink))
+    w = rows[sink.watermark_column]
+    old = rows.filter(w.notnull(), ordinal(w, dialect) < mark)
+    return old.aggregate(now=old.count().cast("int64")).cross_join(then)
 
 
 def mark_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:

@@ -103,6 +103,72 @@ def conflicting_values(scope: Scope, records: ir.Table, dialect: Dialect) -> Ite
         yield Hit("EO502", name, sink.name, g)
 
 
+def every_message_sinks(scope: Scope):
+    for name, sink in _sinks(scope):
+        if sink.every_message:
+            yield name, sink
+
+
+def effect_endpoints(scope: Scope) -> list[str]:
+    """The judged endpoints with a sink that must hold every message (EO503's)."""
+    return sorted({name for name, _ in every_message_sinks(scope)})
+
+
+def _processed(records: ir.Table, endpoints: list[str]) -> ir.Table:
+    """The processed copies EO503 judges: of `endpoints`, below the committed offset, with
+    protocol headers."""
+    return records.filter(records.endpoint.isin(endpoints) & records.processed & records.message_id.notnull()
+                          & records.problem.isnull())
+
+
+def _effects(scope: Scope, name: str, sink) -> ir.Table:
+    rows = scope.sink(name, sink)
+    effects = rows.select(_effect=rows[sink.message_id_column].cast("string"))
+    return effects.filter(effects._effect.notnull()).distinct()
+
+
+#: the kept table of processed_per_hour, and its columns (the `effect_hours` state's)
+EFFECT_HOURS = "effect_hours"
+EFFECT_HOURS_SCHEMA = {"endpoint": "string", "hour": "timestamp", "messages": "int64"}
+#: a `without_effect_view`'s columns
+WITHOUT_EFFECT_SCHEMA = {"message_id": "string"}
+
+
+def processed_per_hour(scope: Scope, records: ir.Table, before=None, kept: ir.Table | None = None) -> ir.Table:
+    """Per endpoint with a sink that must hold every message and per hour of record time, how many
+    messages have a processed copy in it (EO503's `hour_processed`). Continuing (`before`, a
+    function of a table giving True for the indexed copies the recorded run had processed, and
+    `kept`, its counts): its counts, plus the messages of `records` with a copy processed since
+    in an hour where they had none then. `records` must then hold every record of each message
+    processed since (eoctl.expr.incremental)."""
+    r = _processed(records, effect_endpoints(scope))
+    r = r.select("endpoint", "message_id", hour=r.timestamp.truncate("h"),
+                 _old=before(r) if before is not None else ibis.literal(False))
+    if before is None:
+        return r.group_by(["endpoint", "hour"]).aggregate(messages=r.message_id.nunique().cast("int64"))
+    per = r.group_by(["endpoint", "hour", "message_id"]).aggregate(_old=r._old.any())
+    per = per.filter(~per._old)
+    added = per.group_by(["endpoint", "hour"]).aggregate(messages=per.count().cast("int64"))
+    both = kept.select(*EFFECT_HOURS_SCHEMA).union(added)
+    return both.group_by(["endpoint", "hour"]).aggregate(messages=both.messages.sum().cast("int64"))
+
+
+def without_effect_view(scope: Scope, name: str, sink) -> str:
+    return f"{scope.sink_view(name, sink)}_without_effect"
+
+
+def messages_without_effect(scope: Scope, records: ir.Table) -> dict[str, ir.Table]:
+    """Per sink that must hold every message, the messages its endpoint processed (of `records`)
+    with no row in it, pending or not: kept by the engine before EO503 runs in a run that keeps
+    states, EO503's and the next run's (eoctl.expr.sink_states)."""
+    out = {}
+    for name, sink in every_message_sinks(scope):
+        r = _processed(records, [name]).select("message_id").distinct()
+        effects = _effects(scope, name, sink)
+        out[without_effect_view(scope, name, sink)] = r.anti_join(effects, r.message_id == effects._effect)
+    return out
+
+
 def missing_effects(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
     """EO503: a message the endpoint processed (a copy below its committed offset, with protocol
     headers) without a row in a sink that must hold every message (`every_message`): its effect is
@@ -114,18 +180,19 @@ def missing_effects(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterat
     records without headers (EO105) carry no id.
 
     Only the copies without a row are ranked and counted per message (few); the processed copies
-    are read once more for the hours that have a missing message, as counts."""
+    are read once more for the hours that have a missing message, as counts. In a run that keeps
+    states (scope.kept_effects), the messages without a row and the hours' counts are the kept
+    tables of messages_without_effect and processed_per_hour."""
     outbox = store_table("outbox")
-    for name, sink in _sinks(scope):
-        if not sink.every_message:
-            continue
-        r = records.filter((records.endpoint == name) & records.processed & records.message_id.notnull()
-                           & records.problem.isnull())
+    for name, sink in every_message_sinks(scope):
+        r = _processed(records, [name])
         r = r.select("message_id", "topic", "partition", "offset", "timestamp", hour=r.timestamp.truncate("h"))
-        rows = scope.sink(name, sink)
-        effects = rows.select(_effect=rows[sink.message_id_column].cast("string"))
-        effects = effects.filter(effects._effect.notnull()).distinct()
-        without = r.anti_join(effects, r.message_id == effects._effect)
+        if scope.kept_effects:
+            ids = ibis.table(ibis.schema(WITHOUT_EFFECT_SCHEMA), name=without_effect_view(scope, name, sink))
+            without = r.semi_join(ids, r.message_id == ids.message_id)
+        else:
+            effects = _effects(scope, name, sink)
+            without = r.anti_join(effects, r.message_id == effects._effect)
         missing = without
         if scope.has(name, "outbox"):
             entries = outbox.filter(outbox.ep == name)
@@ -135,8 +202,12 @@ def missing_effects(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterat
             group_by="message_id", order_by=[missing.timestamp, missing.topic, missing.partition, missing.offset]))
         first = ranked.filter(ranked._rank == 0).drop("_rank")
         hours = first.select(_hour=first.hour).distinct()
-        seen = r.semi_join(hours, r.hour == hours._hour)
-        processed = seen.group_by("hour").aggregate(hour_processed=seen.message_id.nunique())
+        if scope.kept_effects:
+            kept = ibis.table(ibis.schema(EFFECT_HOURS_SCHEMA), name=EFFECT_HOURS)
+            processed = kept.filter(kept.endpoint == name).select("hour", hour_processed=kept.messages)
+        else:
+            seen = r.semi_join(hours, r.hour == hours._hour)
+            processed = seen.group_by("hour").aggregate(hour_processed=seen.message_id.nunique())
         no_row = without.group_by("hour").aggregate(_no_row=without.message_id.nunique())
         lost = missing.group_by("hour").aggregate(hour_missing=missing.message_id.nunique())
         counts = processed.join(no_row, "hour").join(lost, "hour")

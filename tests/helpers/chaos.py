@@ -179,11 +179,15 @@ def state_names(config: Config, sinks: bool = True) -> set[str]:
     """The states a recorded audit of `config` keeps: eoctl.expr.incremental.STATES, and with
     `sinks` (the run read them) those of each sink with a watermark column."""
     from eoctl.expr import sink_states
-    from eoctl.expr.incremental import STATES
+    from eoctl.expr.incremental import EFFECT_HOURS, STATES
 
     names = set(STATES)
     for name, ep in config.endpoints.items():
         for sink in ep.sinks if sinks else ():
             if sink.watermark_column:
                 names |= set(sink_states.state_names(name, sink))
+                if sink.every_message:
+                    names |= set(sink_states.effect_state_names(name, sink))
+            if sink.every_message:
+                names.add(EFFECT_HOURS)
     return names

@@ -132,6 +132,10 @@ class DuckDBRun:
     def plans(self):
         return self.index.plans
 
+    @property
+    def committed(self):
+        return self.index.committed
+
     def open_states(self, schemas: dict) -> None:
         from eoctl.engine.duckdb import index as duckdb_index
 

@@ -109,6 +109,10 @@ class SparkRun:
     def plans(self):
         return self.records.plans
 
+    @property
+    def committed(self):
+        return self.records.committed
+
     def open_states(self, schemas: dict) -> None:
         """A view `state_<name>` of each state of `schemas` the recorded run kept, in those types
         whichever engine wrote it (a state of no rows read as none, file or not)."""
