@@ -299,7 +299,8 @@ def bench(args: argparse.Namespace) -> int:
         print(f"after +{k:,}: {total:,} records; same findings (every code, every evidence identity): {same}; "
               f"states kept: {sum(s['rows'] for s in states.values()):,} rows, "
               f"{sum(s['bytes'] for s in states.values()) / 2**20:.1f} MiB "
-              f"({', '.join(n + ' ' + format(s['rows'], ',') for n, s in states.items())})", flush=True)
+              f"({', '.join(n + ' ' + format(s['rows'], ',') for n, s in states.items())}); "
+              f"EO503 read {inc_scan.get('effects', 'no sink with every_message')}", flush=True)
     if spark is not None:
         spark.stop()
 

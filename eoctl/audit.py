@@ -80,7 +80,7 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], spark: An
                 report.run["scan"]["sinks"] = sinks
         report.notes = scope.layout.notes(scope.selected, scope.misnamed)
         report.misnamed = [m.to_dict() for m in scope.misnamed]
-        kept = evaluate_checks(report, engine, codes, step, continuation)
+        kept, continuation = evaluate_checks(report, engine, codes, step, continuation)
         if keeps and not scope.misnamed:  # a run that judged less is never continued
             step("keeping the record index for the next --since-last run")
             states = keep_states(engine, continuation, kept)
@@ -108,11 +108,12 @@ def _continuation(engine: EngineRun, keeps: bool) -> Continuation | None:
 
 
 def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], step: Callable[[str], None],
-                    continuation: Continuation | None = None) -> set[str]:
+                    continuation: Continuation | None = None) -> tuple[set[str], Continuation | None]:
     """Run the checks of `codes` (eoctl.expr.catalog) over the engine's views, the tables they share
     computed first; each check with evidence (counted, sampled, the rest kept in a file) becomes a
     finding of `report`. With a `continuation`, each check reads the records of its family
-    (eoctl.expr.incremental), each kept once. The names of the tables kept."""
+    (eoctl.expr.incremental), each kept once. The names of the tables kept, and the continuation
+    as the run found it (its marks, how EO503 read: what the states for the next run are built by)."""
     from eoctl.engine.run import in_order
     from eoctl.expr import compile_sql
     from eoctl.expr.catalog import CHECKS, shared_tables
@@ -151,7 +152,7 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
             report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
         if code == "EO106":  # lines the scan could not read are part of what it scanned
             report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
-    return kept
+    return kept, continuation
 
 
 def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation, codes: list[str],
@@ -281,15 +282,16 @@ def keep_states(engine: EngineRun, continuation: Continuation, kept: set[str]) -
 
     from eoctl.engine.run import in_order
     from eoctl.expr import compile_sql
-    from eoctl.expr.incremental import CARRIED_FROM, next_state_table, states
+    from eoctl.expr.incremental import carried_from, next_state_table, states
 
     written = {}
+    carried = carried_from(engine.scope)
     for name, state in states(engine.scope).items():
         # a kept table may hold more columns than the state (EO501's counts): the state's only
         rows = (ibis.table(ibis.schema(state.schema), name=state.shared) if state.shared in kept
                 else state.build(continuation, engine.scope, engine.dialect))
         sql = compile_sql(rows.select(*state.schema), engine.dialect)
-        if name in CARRIED_FROM:  # read again by carried_records: kept before any state is written
+        if name in carried:  # read again by carried_records: kept before any state is written
             engine.keep(next_state_table(name), sql)
             sql = f"SELECT * FROM {next_state_table(name)}"
         written[name] = sql

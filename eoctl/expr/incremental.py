@@ -113,7 +113,7 @@ STATES: dict[str, State] = {
                                 lambda c, scope, dialect: _pending_causations(scope).select("causation_id").distinct(),
                                 ""),
     "carried_records": State(dict(zip(RECORD_COLUMNS, records_table().schema().types)), None,
-                             lambda c, scope, dialect: c.carried(dialect), ""),
+                             lambda c, scope, dialect: c.carried(scope, dialect), ""),
 }
 
 #: the states a narrow read of the index needs beside those of the families' probes
@@ -270,10 +270,11 @@ class Continuation:
                  for e, topic, partition, bound in self.processed_below or ()]
         return ibis.cases(*cases, else_=ibis.literal(False)) if cases else ibis.literal(False)
 
-    def effect_keys(self, scope: Scope, fresh: ir.Table, indexed: ir.Table) -> ir.Table:
+    def effect_keys(self, scope: Scope, fresh: ir.Table, indexed: ir.Table, carried: bool = True) -> ir.Table:
         """The message ids EO503's family holds every record of (continuing, `effects`): those with
         a copy processed since the recorded run (new, or indexed and not processed then), and those
-        its sinks' states name (without a row, or with a row at the mark then)."""
+        its sinks' states name (with a row at the mark then, and with `carried` those without a
+        row: the recorded run carried their processed records, carried_records)."""
         endpoints = sinks.effect_endpoints(scope)
 
         def processed(t: ir.Table) -> ir.Table:
@@ -284,7 +285,9 @@ class Continuation:
         since = processed(indexed.filter(indexed.offset >= lowest))
         ids = processed(fresh).select("message_id").union(since.filter(~self.processed_before(since)).select("message_id"))
         for e, s in _effect_sinks(scope):
-            for name in (sink_states.without_state(e, s), sink_states.edge_state(e, s)):
+            names = (sink_states.without_state(e, s), sink_states.edge_state(e, s)) if carried else (
+                sink_states.edge_state(e, s),)
+            for name in names:
                 ids = ids.union(state_table(name, sink_states.IDS_SCHEMA))
         return ids.filter(ids.message_id.notnull())
 
@@ -307,7 +310,7 @@ class Continuation:
         wanted = {FAMILY_OF[c] for c in codes if c in FAMILY_OF}
         if self.keeps:  # the states' families, and those the carried records are taken from
             wanted |= {s.family for s in STATES.values() if s.family} | set(_CARRIED_FAMILIES)
-            wanted.add("effects")  # effect_hours and the sinks' `without`
+            wanted.add("effects")  # effect_hours and the sinks' `no_row`
         if not (self.effects and sinks.effect_endpoints(scope)):
             wanted.discard("effects")  # EO503 reads every record (records_in), or has no sink
         return sorted(wanted)
@@ -402,7 +405,7 @@ class Continuation:
         unheld = _unheld_kept().anti_join(_state("unheld_messages"), "message_id")
         ids = fresh.select("message_id").union(unheld)
         if "effects" in families:  # every record of EO503's messages, their other copies looked up
-            ids = ids.union(self.effect_keys(scope, fresh, records_table("indexed")))
+            ids = ids.union(self.effect_keys(scope, fresh, records_table("indexed"), carried=False))
         out: dict[str, ir.Table | None] = {"message_id": ids.filter(ids.message_id.notnull()).distinct()}
         v = _valid(fresh)
         out[",".join(_SEQUENCE)] = v.filter(v.producer.notnull() & v.seq.notnull()).select(*_SEQUENCE).distinct()
@@ -425,17 +428,21 @@ class Continuation:
             return _unheld(records_table()).distinct()
         return _unheld(records_table("fresh")).union(_unheld(records_table("indexed_in_flight"))).distinct()
 
-    def carried(self, dialect: Dialect) -> ir.Table:
+    def carried(self, scope: Scope, dialect: Dialect) -> ir.Table:
         """`carried_records` for the next run: the processed records (new or indexed) of the
         message keys seen twice or in flight without a held token (unheld), the reused (producer,
         sequence) keys, the causations sent twice or named by a pending entry, with a header
-        problem, or carrying a token the store holds: those the next run's
+        problem, carrying a token the store holds, or of a message processed without a row in a
+        sink that must hold every message (EO503's `no_row`): those the next run's
         probes can flag below its in-flight floors without a new key. Each is in a family that
         holds every record of its key, so the new records and the candidates hold them all (every
-        record, without a base). The keys are this run's states, kept before (next_state_table).
-        A (producer, sequence) key is met by its hash64: a collision only carries a record more."""
+        record, without a base, or when EO503 read every record). The keys are this run's states,
+        kept before (next_state_table). A (producer, sequence) key is met by its hash64: a
+        collision only carries a record more."""
         columns = RECORD_COLUMNS
-        if self.continuing:
+        without = [ibis.table(ibis.schema(sink_states.IDS_SCHEMA), name=next_state_table(name))
+                   for name in carried_from(scope)[len(CARRIED_FROM):]]
+        if self.continuing and (self.effects or not without):
             # with a flag it has (a run that keeps states takes the messages family), so that the
             # select names the columns: the table has a flag per family
             kept = ibis.table(ibis.schema({**records_table().schema(), _flag("messages"): "boolean"}),
@@ -453,6 +460,8 @@ class Continuation:
                    | rows.token_id.isin(_store_tokens().token_id) | key_hash(rows, _SEQUENCE, dialect).isin(reused._key)
                    | rows.causation_id.isin(twice.causation_id)
                    | rows.causation_id.isin(kept_state("pending_causations").causation_id))
+        for ids in without:
+            carried |= rows.message_id.isin(ids.message_id)
         return rows.filter(rows.processed & carried).select(*columns)
 
     def family(self, name: str, scope: Scope, dialect: Dialect) -> ir.Table:
@@ -589,6 +598,11 @@ _CARRIED_FAMILIES = ("messages", "sequences", "problems", "tokens", "causations"
 #: the states carried_records reads, kept as tables before it is built (next_state_table)
 CARRIED_FROM = ("repeated_keys", "reused_sequence_keys", "causations_sent_twice", "unheld_messages",
                 "pending_causations")
+
+
+def carried_from(scope: Scope) -> tuple[str, ...]:
+    """The states carried_records reads: CARRIED_FROM, then each EO503 sink's `without`."""
+    return CARRIED_FROM + tuple(sink_states.without_state(e, s) for e, s in _effect_sinks(scope))
 
 
 def next_state_table(name: str) -> str:

@@ -26,12 +26,13 @@ hold every group of their kind in the whole sink.
 EO202 reads the rows of the messages in flight without a held token (UNHELD, touched).
 
 A sink that must hold every message (EO503's) keeps three more states:
-- `without`: the messages processed with no row in it (EO503's candidates, pending or not);
+- `no_row`: the messages processed with no row in it (EO503's candidates, pending or not), whose
+  processed records the run carries (carried_records);
 - `edge`: the message ids of the rows at or above the mark, or without a watermark, when the mark
   was taken: rows the next run reads as new, whose deletion it could not see otherwise;
 - `below`: how many rows were below the mark then.
 EO503 reads the rows of the message ids of its records (eoctl.expr.incremental: the messages
-processed since, `without` and `edge`). A row deleted or rewritten below the mark lowers the count
+processed since, `no_row` and `edge`). A row deleted or rewritten below the mark lowers the count
 below it (`below_now`): the next run then reads every record for EO503, as a full audit does.
 """
 
@@ -89,14 +90,14 @@ IDS_SCHEMA = {"message_id": "string"}
 
 
 def effect_state_names(endpoint: str, sink: SinkConfig) -> list[str]:
-    """The states EO503 reads a sink that must hold every message by: the mark, `without`,
+    """The states EO503 reads a sink that must hold every message by: the mark, `no_row`,
     `edge` and `below`."""
     return [mark_state(endpoint, sink), without_state(endpoint, sink), edge_state(endpoint, sink),
             below_state(endpoint, sink)]
 
 
 def without_state(endpoint: str, sink: SinkConfig) -> str:
-    return mark_state(endpoint, sink).replace("_mark", "_without")
+    return mark_state(endpoint, sink).replace("_mark", "_no_row")
 
 
 def edge_state(endpoint: str, sink: SinkConfig) -> str:
