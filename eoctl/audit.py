@@ -181,7 +181,9 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
         engine.keep(name, compile_sql(expr, dialect))
     if not continuation.continuing:
         return continuation, set(marks_kept), then(continuation)
-    if effect_endpoints(scope):  # after the next marks and counts: see eoctl.expr.sink_states
+    if effect_endpoints(scope) and ("EO503" in codes or continuation.keeps):
+        # after the next marks and counts (eoctl.expr.sink_states); a run that neither runs
+        # EO503 nor keeps its states reads nothing for it
         continuation = replace(continuation, effects_why=_effects_why(engine, continuation))
         report.run["scan"]["effects"] = (
             "the records of the messages processed since the last run and of those it kept without a row"

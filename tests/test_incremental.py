@@ -756,6 +756,10 @@ def test_eo503_continues_from_its_states_and_reads_every_record_when_sink_rows_g
     assert _continued_eo503(appended, config) == _CONTINUED
     named = identities(appended)[("EO503", "billing", "invoices")][1]
     assert len(named) > len(before) + 1
+    # a run that neither runs EO503 nor keeps states reads nothing for it
+    only = audit_duckdb(config, _options(since_last=True), ["EO501"])
+    assert only.run["scan"]["mode"] == "incremental" and "effects" not in only.run["scan"]
+    assert identities(only) == {k: v for k, v in identities(appended).items() if k[0] == "EO501"}
 
     # a pending entry for a missing message: no longer judged; then the entry goes: missing again
     late = next(r["message_id"] for r in map(json.loads, _eo503(appended))
