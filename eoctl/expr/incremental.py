@@ -246,8 +246,9 @@ class Continuation:
         every = list(sinks.every_message_sinks(scope))
         usable = {(e, s.name) for e, s in self.narrowed(scope)
                   if set(sink_states.effect_state_names(e, s)) <= self.states}
+        watermarked = {(n, k.name) for n, k in sink_states.watermarked(scope)}
         for e, s in every:
-            if (e, s.name) not in {(n, k.name) for n, k in sink_states.watermarked(scope)}:
+            if (e, s.name) not in watermarked:
                 return (f"sink {e}/{s.name} has no watermark_column of an integer or a time: only every record "
                         "shows a row deleted from it")
         if self.drops:

@@ -155,8 +155,13 @@ class Scope:
         return f"sink_{sinks.index((endpoint, sink.name))}"
 
     def sink(self, endpoint: str, sink: SinkConfig) -> ir.Table:
+        """The sink's rows the checks read: narrowed to the touched ones when a run continues."""
         name = self.narrowed_sinks.get((endpoint, sink.name)) or self.sink_view(endpoint, sink)
         return ibis.table(self.sink_schemas[(endpoint, sink.name)], name=name)
+
+    def whole_sink(self, endpoint: str, sink: SinkConfig) -> ir.Table:
+        """Every row of the sink, never narrowed (what its states count)."""
+        return ibis.table(self.sink_schemas[(endpoint, sink.name)], name=self.sink_view(endpoint, sink))
 
     def blob_view(self, endpoint: str) -> str:
         return f"blobs_{self.selected.index(endpoint)}"

@@ -68,16 +68,20 @@ def digest(endpoint: str, sink: SinkConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def _state(endpoint: str, sink: SinkConfig, kind: str) -> str:
+    return f"sink_{digest(endpoint, sink)}_{kind}"
+
+
 def mark_state(endpoint: str, sink: SinkConfig) -> str:
-    return f"sink_{digest(endpoint, sink)}_mark"
+    return _state(endpoint, sink, "mark")
 
 
 def applied_twice_state(endpoint: str, sink: SinkConfig) -> str:
-    return f"sink_{digest(endpoint, sink)}_applied_twice"
+    return _state(endpoint, sink, "applied_twice")
 
 
 def differing_keys_state(endpoint: str, sink: SinkConfig) -> str:
-    return f"sink_{digest(endpoint, sink)}_differing_keys"
+    return _state(endpoint, sink, "differing_keys")
 
 
 def state_names(endpoint: str, sink: SinkConfig) -> list[str]:
@@ -97,15 +101,15 @@ def effect_state_names(endpoint: str, sink: SinkConfig) -> list[str]:
 
 
 def without_state(endpoint: str, sink: SinkConfig) -> str:
-    return mark_state(endpoint, sink).replace("_mark", "_no_row")
+    return _state(endpoint, sink, "no_row")
 
 
 def edge_state(endpoint: str, sink: SinkConfig) -> str:
-    return mark_state(endpoint, sink).replace("_mark", "_edge")
+    return _state(endpoint, sink, "edge")
 
 
 def below_state(endpoint: str, sink: SinkConfig) -> str:
-    return mark_state(endpoint, sink).replace("_mark", "_below")
+    return _state(endpoint, sink, "below")
 
 
 def edge_view(scope: Scope, endpoint: str, sink: SinkConfig) -> str:
@@ -129,7 +133,7 @@ def edge(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect, kept: 
 
 def row_count(scope: Scope, endpoint: str, sink: SinkConfig) -> ir.Table:
     """The sink's rows now, counted (one row), kept with the mark and `edge`."""
-    rows = ibis.table(scope.sink_schemas[(endpoint, sink.name)], name=scope.sink_view(endpoint, sink))
+    rows = scope.whole_sink(endpoint, sink)
     return rows.aggregate(rows=rows.count().cast("int64"))
 
 
@@ -148,7 +152,7 @@ def below_now(scope: Scope, endpoint: str, sink: SinkConfig, dialect: Dialect, m
     then = kept.aggregate(then=kept.rows.max())
     if mark is None:
         return then.mutate(now=ibis.literal(0, "int64"))
-    rows = ibis.table(scope.sink_schemas[(endpoint, sink.name)], name=scope.sink_view(endpoint, sink))
+    rows = scope.whole_sink(endpoint, sink)
     w = rows[sink.watermark_column]
     old = rows.filter(w.notnull(), ordinal(w, dialect) < mark)
     return old.aggregate(now=old.count().cast("int64")).cross_join(then)
