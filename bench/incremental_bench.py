@@ -25,7 +25,10 @@ index; beside each incremental run, its share of the full audit's time and the p
 process (and the JVM's, on Spark). Both must report the same findings: every code, every
 evidence identity. With
 `--kafka`/`--start-broker` the state is a live topic: the k records are produced to it (the
-redeliveries copied from the topic's own records).
+redeliveries copied from the topic's own records). With `--commit`, the consumer also processed
+as many records between the runs (committed offsets moved on, their tokens deleted, sink rows
+written): the records EO503 reads again then include the newly processed ones, as in a pipeline
+that runs the audit from cron.
 """
 
 from __future__ import annotations
@@ -69,6 +72,44 @@ def append(out: Path, k: int, name: str, tag: str) -> None:
                    to '{archive / name}' (format parquet)""")
     add_tokens(out, k - 10, tag)
     add_sink_rows(out, k - 10, tag)
+
+
+def commit(out: Path, k: int, tag: str) -> int:
+    """The consumer processed about k more records since the last run, as a cron pipeline's does
+    in an hour: each partition's committed offset moves k / P records on (at most to its end), the
+    processed records' tokens are deleted, and their messages without a sink row gain one (a new
+    sink file, after every other). Returns how many records it processed."""
+    import json
+
+    import duckdb
+
+    archive = out / "topics" / "orders"
+    sink = out / "sinks" / "invoices"
+    offsets_file = archive / "_committed_offsets.json"
+    (topic, committed), = json.loads(offsets_file.read_text()).items()
+    db = duckdb.connect(str(out / "state.duckdb"))
+    ends = dict(db.execute(f"select cast(\"partition\" as varchar), max(\"offset\") + 1 "
+                           f"from read_parquet('{archive}/*.parquet') group by 1").fetchall())
+    moved = {p: min(ends[p], c + k // len(ends)) for p, c in committed.items()}
+    db.execute("create temp table bounds (p integer, lo bigint, hi bigint)")
+    db.executemany("insert into bounds values (?, ?, ?)", [(int(p), committed[p], moved[p]) for p in moved])
+    mid = "list_filter(headers, lambda h: h.key = 'eo-message-id')"
+    db.execute(f"""create temp table processed as
+                   select distinct decode({mid}[1].value) as message_id
+                   from read_parquet('{archive}/*.parquet') r
+                   join bounds b on r."partition" = b.p and r."offset" >= b.lo and r."offset" < b.hi
+                   where len({mid}) > 0""")
+    db.execute("delete from billing.eo_tokens where message_id in (select message_id from processed)")
+    base = int(time.time()) * 1_000_000 + k  # order ids neither earlier rows nor add_sink_rows's have
+    db.execute(f"""copy (
+        select {base} + row_number() over () as order_id, message_id as source_message_id, 100 as amount,
+               now()::timestamp + to_microseconds({k + 2} + row_number() over ()) as applied_at
+        from processed anti join read_parquet('{sink}/*.parquet') s on s.source_message_id = processed.message_id
+    ) to '{sink / f"processed-{tag}.parquet"}' (format parquet)""")
+    n = db.execute("select sum(hi - lo) from bounds").fetchone()[0]
+    db.close()
+    offsets_file.write_text(json.dumps({topic: moved}))
+    return int(n)
 
 
 def copy_state(source: Path, out: Path) -> dict:
@@ -210,6 +251,9 @@ def main() -> int:
     ap.add_argument("--memory-limit", help="[engine] memory_limit of the DuckDB engine (e.g. 1.5GB)")
     ap.add_argument("--from-state", type=Path, help="a state samples/generator.py wrote before (--records and "
                     "--in-flight as it was written with), copied instead of generated again (100M records: 6 min)")
+    ap.add_argument("--commit", action="store_true", help="after each append, the consumer processes as many "
+                    "records as were appended, as a cron pipeline does between runs (commit: committed offsets "
+                    "moved, tokens deleted, sink rows written); archive states only")
     ap.add_argument("--prepare-only", action="store_true", help="stop after the full recorded audit and the first "
                     "append: the state under --work is then ready for --measure")
     ap.add_argument("--measure", type=Path, help="a state --prepare-only left: only --since-last (keeping its index, "
@@ -224,6 +268,8 @@ def main() -> int:
     ap.add_argument("--engine", choices=("spark", "duckdb"), default="spark",
                     help="the engine of every run (each engine keeps its own state folder under --work)")
     args = ap.parse_args()
+    if args.commit and (args.kafka or args.start_broker):
+        ap.error("--commit moves an archive's committed offsets; a live topic's group is not moved")
     if args.codes:
         from eoctl.audit import select_codes
 
@@ -248,7 +294,8 @@ def bench(args: argparse.Namespace) -> int:
         return measure_processes(args)
     if args.measure:
         return measure(args)
-    out = args.work / f"state-{args.records}-{args.in_flight}{'-live' if args.kafka else ''}-{args.engine}"
+    out = args.work / (f"state-{args.records}-{args.in_flight}{'-live' if args.kafka else ''}"
+                       f"{'-commit' if args.commit else ''}-{args.engine}")
     topic = f"incr-bench-{args.records}-{int(time.time())}" if args.kafka else "orders"
     t = time.monotonic()
     processed = 1 - args.in_flight / args.records if args.in_flight is not None else 0.9
@@ -281,6 +328,8 @@ def bench(args: argparse.Namespace) -> int:
             add_sink_rows(out, k - 10, tag)
         else:
             append(out, k, f"appended-{tag}.parquet", tag)
+        if args.commit:
+            print(f"committed: the consumer processed {commit(out, k, tag):,} more records", flush=True)
         total += k
         if args.prepare_only:
             print(f"prepared: {out} ({total:,} records, {k:,} of them not indexed); measure it with --measure {out}")
