@@ -83,9 +83,11 @@ def commit(out: Path, k: int, tag: str) -> int:
 
     import duckdb
 
+    from eoctl.sources.archive import COMMITTED_OFFSETS_FILE
+
     archive = out / "topics" / "orders"
     sink = out / "sinks" / "invoices"
-    offsets_file = archive / "_committed_offsets.json"
+    offsets_file = archive / COMMITTED_OFFSETS_FILE
     (topic, committed), = json.loads(offsets_file.read_text()).items()
     db = duckdb.connect(str(out / "state.duckdb"))
     ends = dict(db.execute(f"select cast(\"partition\" as varchar), max(\"offset\") + 1 "
@@ -106,10 +108,9 @@ def commit(out: Path, k: int, tag: str) -> int:
                now()::timestamp + to_microseconds({k + 2} + row_number() over ()) as applied_at
         from processed anti join read_parquet('{sink}/*.parquet') s on s.source_message_id = processed.message_id
     ) to '{sink / f"processed-{tag}.parquet"}' (format parquet)""")
-    n = db.execute("select sum(hi - lo) from bounds").fetchone()[0]
     db.close()
     offsets_file.write_text(json.dumps({topic: moved}))
-    return int(n)
+    return sum(moved[p] - committed[p] for p in moved)
 
 
 def copy_state(source: Path, out: Path) -> dict:
