@@ -229,6 +229,7 @@ def test_a_watermark_that_cannot_be_kept_reads_the_sink_whole_and_says_why(spark
         with pytest.raises(SourceError, match="sink shipments has no column 'written_at'") as refused:
             _recorded(engine, config, codes, since_last=True)
         assert "applied_at" in (refused.value.hint or "")
+        assert "which endpoints.shipping.sinks[0].watermark_column names" in str(refused.value)
 
 
 @pytest.mark.integration

@@ -386,8 +386,14 @@ class SinkConfig(TableSource):
     @property
     def configured_columns(self) -> list[str]:
         """Every column the configuration names: the sink must have each."""
-        return [self.message_id_column, *self.key_columns, *self.value_columns,
-                *([self.watermark_column] if self.watermark_column else [])]
+        return [column for _, column in self.columns_by_key]
+
+    @property
+    def columns_by_key(self) -> list[tuple[str, str]]:
+        """(key, column) for every column the configuration names, so an error can name the key to set."""
+        return [("message_id_column", self.message_id_column), *(("key_columns", c) for c in self.key_columns),
+                *(("value_columns", c) for c in self.value_columns),
+                *([("watermark_column", self.watermark_column)] if self.watermark_column else [])]
 
 
 class EndpointConfig(Strict):
@@ -552,6 +558,14 @@ class Config(Strict):
         """The endpoint whose messages carry `producer` in their eo-producer header: the one whose
         name in the pipeline (name_in_store, default its own) it is."""
         return next((n for n, ep in self.endpoints.items() if (ep.name_in_store or n) == producer), None)
+
+    def sink_key(self, sink: SinkConfig) -> str:
+        """The key path of a sink's entry (`endpoints.billing.sinks[0]`), for an error to name."""
+        for name, ep in self.endpoints.items():
+            for i, s in enumerate(ep.sinks):
+                if s is sink:
+                    return f"endpoints.{name}.sinks[{i}]"
+        return f"the sink {sink.name}'s entry"
 
     def endpoint(self, name: str) -> EndpointConfig:
         try:

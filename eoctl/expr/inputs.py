@@ -73,13 +73,15 @@ def undecodable_table() -> ir.Table:
     return ibis.table(ibis.schema(UNDECODABLE_SCHEMA), name="undecodable")
 
 
-def check_sink_columns(sink: SinkConfig, columns: list[str]) -> None:
-    """A SourceError naming the first configured column the sink lacks, and the columns it has."""
+def check_sink_columns(config: Config, sink: SinkConfig, columns: list[str]) -> None:
+    """A SourceError naming the first configured column the sink lacks, the key that names it, and
+    the columns it has."""
     from eoctl.errors import SourceError
 
-    for needed in sink.configured_columns:
+    for key, needed in sink.columns_by_key:
         if needed not in columns:
-            raise SourceError(f"sink {sink.name} has no column {needed!r}", hint=f"columns: {', '.join(columns)}")
+            raise SourceError(f"sink {sink.name} has no column {needed!r}, which {config.sink_key(sink)}.{key} names",
+                              hint=f"set it to columns the sink has: {', '.join(columns)}")
 
 
 @dataclass

@@ -173,7 +173,7 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
         raise SourceError(f"sink {sink.name} cannot be read: {str(exc).splitlines()[0][:300]}") from None
     columns = {row[0]: DuckDBType.from_string(row[1]) for row in described}
     if check_columns:
-        check_sink_columns(sink, list(columns))
+        check_sink_columns(config, sink, list(columns))
     return ibis.schema(columns)
 
 

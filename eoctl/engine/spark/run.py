@@ -340,7 +340,7 @@ def _sink_views(stores: SparkStores, endpoints, scope: Scope) -> None:
     for name, ep in endpoints.items():
         for sink in ep.sinks:
             df = stores.sink(name, sink)
-            check_sink_columns(sink, df.columns)
+            check_sink_columns(scope.config, sink, df.columns)
             df.createOrReplaceTempView(scope.sink_view(name, sink))
             scope.sink_schemas[(name, sink.name)] = ibis.schema(
                 {f.name: PySparkType.from_string(f.dataType.simpleString()) for f in df.schema.fields})
