@@ -8,6 +8,7 @@ stable offset and a consumer group's committed offsets.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,17 +118,37 @@ def committed_offsets(conn: KafkaConnection, group: str, topics: list[str]) -> d
     """The consumer group's committed offset per partition; partitions without a commit are absent."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
+    from confluent_kafka import KafkaException
+
     client = admin(conn)
     parts = [TopicPartition(t, p) for t, ps in topic_partitions(conn, topics).items() for p in ps]
-    futures = client.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group, parts)], request_timeout=conn.timeout_seconds
-    )
+    deadline = time.monotonic() + conn.timeout_seconds
+    while True:
+        futures = client.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, parts)], request_timeout=conn.timeout_seconds
+        )
+        try:
+            listed = [tp for future in futures.values() for tp in future.result().topic_partitions]
+            break
+        except KafkaException as exc:
+            # a broker that just started (or moved the group's coordinator) answers "coordinator
+            # load in progress" for a few seconds: asked again until the timeout
+            if not _coordinator_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
     out: dict[str, dict[int, int]] = {}
-    for future in futures.values():
-        for tp in future.result().topic_partitions:
-            if tp.error is None and tp.offset >= 0:
-                out.setdefault(tp.topic, {})[tp.partition] = tp.offset
+    for tp in listed:
+        if tp.error is None and tp.offset >= 0:
+            out.setdefault(tp.topic, {})[tp.partition] = tp.offset
     return out
+
+
+def _coordinator_busy(exc: Exception) -> bool:
+    from confluent_kafka import KafkaError
+
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    return error is not None and (error.retriable() or error.code() in (
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR))
 
 
 def _first_unstable_timestamp(conn: KafkaConnection, topic: str, partition: int, offset: int) -> dt.datetime | None:

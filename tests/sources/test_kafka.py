@@ -104,3 +104,16 @@ def test_consumer_group_offsets(conn, kafka, topic) -> None:
     assert committed_offsets(conn, "billing-test", [topic]) == {topic: {0: 7, 1: 2}}
     assert committed_offsets(conn, "never-committed", [topic]) == {}
 
+
+
+def test_a_busy_group_coordinator_is_asked_again_and_other_errors_are_not() -> None:
+    """A broker that just started answers 'coordinator load in progress' for a few seconds
+    (seen in CI): committed_offsets asks again; a refusal (authorization) is raised at once."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from eoctl.sources.kafka import _coordinator_busy
+
+    assert _coordinator_busy(KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)))
+    assert _coordinator_busy(KafkaException(KafkaError(KafkaError.NOT_COORDINATOR)))
+    assert not _coordinator_busy(KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)))
+    assert not _coordinator_busy(ValueError("not a Kafka error"))
