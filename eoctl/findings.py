@@ -377,7 +377,7 @@ class Finding:
     def severity(self) -> Severity:
         return self.info.severity
 
-    def to_dict(self, options: Sequence[str] = ()) -> dict[str, Any]:
+    def to_dict(self, options: Invocation | Sequence[str] = ()) -> dict[str, Any]:
         return {
             "code": self.code,
             "severity": self.severity.label,
@@ -391,20 +391,51 @@ class Finding:
             "remedy": self.remedy(options),
         }
 
-    def remedy(self, options: Sequence[str] = ()) -> dict[str, str] | None:
+    def remedy(self, options: Invocation | Sequence[str] = ()) -> dict[str, str] | None:
         """The code's remedy with its command filled in from this finding (Remedy), after the
-        global `options` the user ran eoctl with."""
+        global options the user ran eoctl with (`options`: an Invocation, or those options alone);
+        the commands its prose names repeat them too, so each works where it is pasted."""
         r = self.info.remedy
         if r is None:
             return None
+        invocation = options if isinstance(options, Invocation) else Invocation(list(options))
         first = self.evidence[0] if self.evidence else {}
-        values = {"endpoint": self.endpoint, "where": self.where, **first}
+        # the finding's endpoint is the configuration's name; an evidence row's `endpoint` is the
+        # table's (name_in_store), which `--endpoint` does not take
+        values = {**first, "endpoint": self.endpoint, "where": self.where}
+        for column in ENDPOINT_COLUMNS:
+            if isinstance(values.get(column), str):
+                values[column] = invocation.endpoint_names.get(values[column], values[column])
         if self.info.area == "sinks" and first:  # a sink's first key column, as trace --by takes it
             key = next((c for c in first if c not in _SINK_AGGREGATES), None)
             if key is not None and first[key] is not None:
                 values["sink_key"] = f"{key}={first[key]}"
-        return {"cause": r.cause, "risk": r.risk, "fix": r.fix, "verify": r.verify,
-                "command": fill_command(r.command, values, options), "docs": self.info.anchor}
+        prose = {k: with_options(getattr(r, k), invocation.options) for k in ("cause", "risk", "fix", "verify")}
+        return {**prose, "command": fill_command(r.command, values, invocation.options), "docs": self.info.anchor}
+
+
+#: evidence columns that name an endpoint (as the store or the headers name it), which a remedy's
+#: command passes to --endpoint: given as the configuration names it
+ENDPOINT_COLUMNS = ("endpoint", "producer")
+
+
+@dataclass
+class Invocation:
+    """How the user ran eoctl, for the commands a report prints: the global options to repeat
+    (--config, --engine, ...) and the endpoints' names in the stores -> the configuration's."""
+
+    options: list[str] = field(default_factory=list)
+    endpoint_names: dict[str, str] = field(default_factory=dict)
+
+
+def with_options(text: str, options: Sequence[str]) -> str:
+    """Prose naming eoctl commands in backticks (`eoctl gc-tokens --restore RUN_ID --execute`)
+    with the user's global options after each `eoctl`."""
+    if not options:
+        return text
+    from eoctl.inert import shell_word
+
+    return text.replace("`eoctl ", "`eoctl " + " ".join(shell_word(o) for o in options) + " ")
 
 
 @dataclass
@@ -413,9 +444,9 @@ class AuditReport:
     run: dict[str, Any] = field(default_factory=dict)
     scanned: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the run could not use (a store without intents)
-    #: the global options the user ran eoctl with (--config, --engine, ...): every finding's next
-    #: command repeats them, so that it works where it is pasted
-    next_options: list[str] = field(default_factory=list)
+    #: how the user ran eoctl (--config, --engine, ...; the endpoints' names): every finding's next
+    #: command repeats it, so that it works where it is pasted
+    next_options: Invocation = field(default_factory=Invocation)
     #: endpoint tables whose owner column never holds the endpoint's name (StoreLayout.misnamed):
     #: those endpoints were not judged
     misnamed: list[dict[str, Any]] = field(default_factory=list)

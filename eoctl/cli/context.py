@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from eoctl.config.model import Config
+    from eoctl.findings import Invocation
 
 
 class EngineKind(str, Enum):
@@ -74,14 +75,17 @@ class AppContext:
         }
         return {**run, **own}
 
-    def next_options(self) -> list[str]:
-        """The global options a command eoctl prints as the next to run repeats (the configuration
-        as it was found, the engine and cluster when given), so that it runs as this one did."""
+    def next_options(self) -> Invocation:
+        """What a command eoctl prints as the next to run repeats (the configuration as it was
+        found, the engine and cluster when given), and the endpoints' names it passes, so that it
+        runs as this one did."""
+        from eoctl.findings import Invocation
+
         out = ["--config", str(self.config_path)]
         for flag, value in (("--engine", self.engine), ("--master", self.master), ("--remote", self.remote)):
             if value:
                 out += [flag, str(value)]
-        return out
+        return Invocation(out, {} if self._config is None else self._config.names_in_pipeline())
 
     def config(self) -> Config:
         """Load and validate the configuration once; flags override env, env overrides the file."""

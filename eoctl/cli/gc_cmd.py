@@ -86,7 +86,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
         if app.json:
             emit_json_line(restore_json(result), run=app.run(command))  # the run restored: restore.run_id
         else:
-            render_restore(result, stderr_console())
+            render_restore(result, stderr_console(), app.next_options().options)
         # something left in the quarantine: said, and not a success (the run stays restorable)
         return int(ExitCode.RUNTIME) if result.not_restored and result.executed else 0
     options = GcOptions(now=app.started_at, grace=parse_duration(grace, "--grace"), max_deletes=max_deletes, batch_size=batch_size,
@@ -111,7 +111,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
     if app.json:
         emit_json_line(gc_json(result), run=app.run(command, {"id": result.run_id}))
     else:
-        render_gc(result, stderr_console())
+        render_gc(result, stderr_console(), app.next_options().options)
     return misnamed_exit(result.misnamed, said=not app.json) or 0
 
 

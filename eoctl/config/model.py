@@ -554,6 +554,11 @@ class Config(Strict):
 
         raise UsageError("no store for the lease and run log: set ops.store or an endpoint's store")
 
+    def names_in_pipeline(self) -> dict[str, str]:
+        """Each endpoint's name in the pipeline (name_in_store, default its own: its tables' owner
+        column, its eo-producer header) -> the configuration's name of it."""
+        return {ep.name_in_store or name: name for name, ep in self.endpoints.items()}
+
     def producing(self, producer: str | None) -> str | None:
         """The endpoint whose messages carry `producer` in their eo-producer header: the one whose
         name in the pipeline (name_in_store, default its own) it is."""

@@ -29,8 +29,25 @@ def prefix_path(uri: str) -> str:
 def relative_name(uri: ir.StringValue, prefix: str) -> ir.StringValue:
     """A blob reference as a name relative to the prefix: a URI or path whose path (a scheme and
     its `//` taken off) starts with the prefix's path is shortened; any other is a name already."""
-    path = uri.re_replace(r"^[A-Za-z][A-Za-z0-9+.-]*:(//)?", "")
+    path = uri.re_replace(_SCHEME, "")
     return path.startswith(prefix).ifelse(path.substr(len(prefix)), uri)
+
+
+_SCHEME = r"^[A-Za-z][A-Za-z0-9+.-]*:(//)?"
+
+
+def relative_name_of(uri: str, prefix: str) -> str | None:
+    """relative_name for one reference in Python (trace reads a message's blobs one by one): the
+    same name the audit compares with the listing, or None when it leaves the prefix (`..`, a
+    root, a NUL): such a name matches no listed blob (EO402 for the audit), and nothing outside
+    the prefix is ever opened."""
+    import re
+
+    path = re.sub(_SCHEME, "", uri)
+    name = path[len(prefix):] if path.startswith(prefix) else uri
+    if not name or "\0" in name or name.startswith("/") or ".." in name.split("/"):
+        return None
+    return name
 
 
 def _references(scope: Scope, records: ir.Table, name: str, dialect: Dialect) -> ir.Table:

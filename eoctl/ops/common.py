@@ -299,16 +299,15 @@ def run_changing(config: Config, command: str, run_id: str, work: Callable[[Leas
     return result
 
 
-def restore_run(config: Config, command: str, run_id: str, what: str, put_back: Callable[[bool], int],
-                execute: bool = True, not_restored: list[dict[str, str]] | None = None) -> RestoreResult:
-    """Under the command's lease: `put_back(True)` (returns how many `what` it restored), then the
-    intents the run removed; the run is then marked restored, and restoring it again does nothing.
-    Without `execute`, the plan: `put_back(False)` and the intents only counted, no lease taken.
-    `not_restored`: filled by `put_back` with what it could not put back; the run then stays
-    restorable (a later restore, once the obstacle is gone, puts back the rest)."""
-    left = not_restored if not_restored is not None else []
+def restore_run(config: Config, command: str, run_id: str, what: str,
+                put_back: Callable[[bool, list[dict[str, str]]], int], execute: bool = True) -> RestoreResult:
+    """Under the command's lease: `put_back(True, not_restored)` (returns how many `what` it
+    restored, and lists in `not_restored` what it could not put back), then the intents the run
+    removed; the run is then marked restored, and restoring it again does nothing. Anything not put
+    back stays journaled and the run restorable (a later restore, once the obstacle is gone, puts
+    back the rest). Without `execute`, the plan: `put_back(False, ...)` and the intents only
+    counted, no lease taken."""
     from eoctl.errors import UsageError
-    from eoctl.ops.journal import restore_table
 
     log = RunLog(config)
     known = log.get(run_id)
@@ -316,20 +315,29 @@ def restore_run(config: Config, command: str, run_id: str, what: str, put_back: 
         raise UsageError(f"--restore {run_id}: no {command} run with this id in the run log")
     if known[1] == "restored":
         return RestoreResult(command, run_id, {what: 0, "intents": 0}, already_restored=True, executed=execute)
+    left: list[dict[str, str]] = []
 
     def intents() -> int:
-        return sum(restore_table(it.store, it.table, it.col("intent_id"), run_id, execute)
-                   for it in StoreLayout(config).distinct_tables("intents"))
+        return restore_tables(config, "intents", "intent_id", run_id, execute, left)
 
     if not execute:
-        planned = {what: put_back(False), "intents": intents()}
-        return RestoreResult(command, run_id, planned, executed=False, not_restored=list(left))
+        planned = {what: put_back(False, left), "intents": intents()}
+        return RestoreResult(command, run_id, planned, executed=False, not_restored=left)
     with Lease(config, command, new_run_id()):
-        restored = {what: put_back(True)}
+        restored = {what: put_back(True, left)}
         restored["intents"] = intents()
         if not left:
             log.set_status(run_id, "restored")
-    return RestoreResult(command, run_id, restored, not_restored=list(left))
+    return RestoreResult(command, run_id, restored, not_restored=left)
+
+
+def restore_tables(config: Config, kind: str, key: str, run_id: str, execute: bool,
+                   not_restored: list[dict[str, str]], keep: Callable[[Any], bool] = lambda _t: True) -> int:
+    """eoctl.ops.journal.restore_table over each physical `kind` table (that `keep` keeps) once."""
+    from eoctl.ops.journal import restore_table
+
+    return sum(restore_table(t, key, run_id, execute, not_restored, config.names_in_pipeline())
+               for t in StoreLayout(config).distinct_tables(kind) if keep(t))
 
 
 def write_metrics(path: Path, result: GcResult, success: bool) -> None:

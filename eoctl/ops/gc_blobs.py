@@ -249,11 +249,8 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
     without `execute`, count what would be put back."""
     refuse_overlapping_prefixes(config)
 
-    not_restored: list[dict[str, str]] = []
-
-    def put_back(really: bool) -> int:
+    def put_back(really: bool, not_restored: list[dict[str, str]]) -> int:
         back = 0
-        not_restored.clear()
         for prefix in _prefixes(config):
             done: list[str] = []
             for name in _journal_rows(prefix, run_id, ("moving", "quarantined")):
@@ -281,7 +278,7 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
             prefix.prune(run_id)
         return back
 
-    return restore_run(config, COMMAND, run_id, "blobs", put_back, execute, not_restored)
+    return restore_run(config, COMMAND, run_id, "blobs", put_back, execute)
 
 
 def _garbage(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:

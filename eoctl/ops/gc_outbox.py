@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from eoctl.config.model import Config, duration_of
-from eoctl.ops.common import GcKind, GcOptions, GcResult, RestoreResult, Tally, restore_run, run_gc, selected
-from eoctl.ops.journal import journal_and_delete, purge_journal, restore_table
+from eoctl.ops.common import GcKind, GcOptions, GcResult, RestoreResult, Tally, restore_run, restore_tables, run_gc, selected
+from eoctl.ops.journal import journal_and_delete, purge_journal
 from eoctl.ops.lease import RunLog, utcnow
 from eoctl.stores.db import open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
@@ -164,8 +164,7 @@ def gc_outbox(config: Config, options: GcOptions, progress: Callable[[str], None
 
 
 def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
-    """Put back every outbox row a run removed (rows the table has again are left alone); without
+    """Put back every outbox row a run removed (rows the table holds again stay journaled, named); without
     `execute`, count what would be put back."""
-    return restore_run(config, COMMAND, run_id, "outbox rows", lambda really: sum(
-        restore_table(t.store, t.table, t.col("incoming_message_id"), run_id, really)
-        for t in _outboxes(StoreLayout(config))), execute)
+    return restore_run(config, COMMAND, run_id, "outbox rows", lambda really, left: restore_tables(
+        config, "outbox", "incoming_message_id", run_id, really, left, keep=lambda t: t.keeps_sent), execute)

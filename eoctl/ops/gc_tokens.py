@@ -26,6 +26,7 @@ from eoctl.ops.common import (
     Tally,
     chunks,
     restore_run,
+    restore_tables,
     run_gc,
 )
 from eoctl.ops.journal import (
@@ -36,11 +37,10 @@ from eoctl.ops.journal import (
     purge_journal,
     q,
     remove_intents_of,
-    restore_table,
 )
 from eoctl.ops.lease import RunLog, utcnow
-from eoctl.stores.connection import qualified
-from eoctl.stores.db import open_db
+from eoctl.stores.connection import comparable_ids, qualified
+from eoctl.stores.db import Db, open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
 
 COMMAND = "gc-tokens"
@@ -62,12 +62,20 @@ def _journal_and_delete_tokens(layout: StoreLayout, t: EndpointTable, ids: list[
     """One transaction: journal the still-collectable rows among `ids` (of this endpoint: in a
     shared table, never another endpoint's), delete exactly those."""
     # a pending entry of any endpoint whose outbox lives in the same store may have taken the token
-    outboxes = {(o.table, o.col("incoming_token_id"), o.pending()) for o in layout.tables("outbox")
-                if o.store_name == t.store_name}
-    guard = f"{t.q('created_at')} < %s"
-    for outbox, incoming, pending in sorted(outboxes):
-        guard += (f" and {t.q('token_id')} not in (select {q(incoming)} from {qualified(t.store, outbox)} "
-                  f"where {q(incoming)} is not null{pending})")
+    outboxes = sorted({(o.table, o.col("incoming_token_id"), o.pending()) for o in layout.tables("outbox")
+                       if o.store_name == t.store_name})
+
+    def guard(db: Db) -> str:
+        """Typed against the columns the store has: a uuid token id beside a varchar outbox column."""
+        token = (t.q("token_id"), db.column_types(t.table).get(t.col("token_id"), "text"))
+        sql = f"{t.q('created_at')} < %s"
+        for outbox, incoming, pending in outboxes:
+            held = (q(incoming), db.column_types(outbox).get(incoming, "text"))
+            mine, theirs = comparable_ids(t.store, token, held)
+            sql += (f" and {mine} not in (select {theirs} from {qualified(t.store, outbox)} "
+                    f"where {q(incoming)} is not null{pending})")
+        return sql
+
     return journal_and_delete(t, "token_id", ids, guard, [cutoff], run_id)
 
 
@@ -108,11 +116,10 @@ def purge(layout: StoreLayout, options: GcOptions) -> int:
 
 
 def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
-    """Put back every token and intent a run removed (rows the store has again are left alone);
+    """Put back every token and intent a run removed (rows the store holds again stay journaled, named);
     without `execute`, count what would be put back."""
-    return restore_run(config, COMMAND, run_id, "tokens", lambda really: sum(
-        restore_table(t.store, t.table, t.col("token_id"), run_id, really)
-        for t in StoreLayout(config).distinct_tables("tokens")), execute)
+    return restore_run(config, COMMAND, run_id, "tokens", lambda really, left: restore_tables(
+        config, "tokens", "token_id", run_id, really, left), execute)
 
 
 def _garbage(scope: Any, records: Any, dialect: Any, names: list[str]) -> Any:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from eoctl.ops.lease import utcnow
-from eoctl.stores.connection import quote_ident
-from eoctl.stores.db import StoreConfig, in_list, open_db
+from eoctl.errors import SourceError
+from eoctl.inert import inert
+from eoctl.stores.connection import DRIVER_MODULES, describe, quote_ident
+from eoctl.stores.db import Db, StoreConfig, in_list, open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
 
 JOURNAL_EXTRA = (("eoctl_run_id", "varchar"), ("eoctl_removed_at", "timestamptz"))
@@ -27,10 +30,11 @@ def q(name: str) -> str:
     return quote_ident(name)
 
 
-def journal_and_delete(t: EndpointTable, key: str, ids: list[str], guard: str, params: list[Any],
-                       run_id: str) -> set[str]:
+def journal_and_delete(t: EndpointTable, key: str, ids: list[str], guard: str | Callable[[Db], str],
+                       params: list[Any], run_id: str) -> set[str]:
     """One transaction in `t`'s store: journal the rows among `ids` (values of canonical column
-    `key`) that still meet `guard` (SQL with `%s` for `params`, re-checked as they are journaled),
+    `key`) that still meet `guard` (SQL with `%s` for `params`, or a function of the connection
+    giving it, re-checked as they are journaled),
     of `t`'s endpoint only (in a shared table, never another endpoint's rows), then delete exactly
     the journaled rows. Returns their keys."""
     journal = journal_of(t.table)
@@ -38,6 +42,7 @@ def journal_and_delete(t: EndpointTable, key: str, ids: list[str], guard: str, p
     with open_db(t.store) as db:
         cols = db.ensure_copy_table(t.table, journal, JOURNAL_EXTRA)
         col_list = ", ".join(q(x) for x in cols)
+        guard = guard(db) if callable(guard) else guard
         with db.tx():
             # the rows still meeting the guard, locked on a server until the commit (FOR UPDATE:
             # the pipeline cannot change one between its journaling and its delete); DuckDB has
@@ -46,11 +51,13 @@ def journal_and_delete(t: EndpointTable, key: str, ids: list[str], guard: str, p
                 f"select {t.q(key)} from {db.table(t.table)} where {t.q(key)} in {in_list(ids)} and {guard}{owned}"
                 + ("" if db.duckdb else " for update"), [*ids, *params, *owner])]
             if locked:
+                # the guard again: in a table without a unique key, a row sharing a locked row's key
+                # (a pending row of the same id) is not the locked row and stays
+                chosen = f"where {t.q(key)} in {in_list(locked)} and {guard}{owned}"
                 db.execute(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
-                           f"select {col_list}, %s, %s from {db.table(t.table)} "
-                           f"where {t.q(key)} in {in_list(locked)}{owned}", [run_id, utcnow(), *locked, *owner])
-                db.execute(f"delete from {db.table(t.table)} where {t.q(key)} in {in_list(locked)}{owned}",
-                           [*locked, *owner])
+                           f"select {col_list}, %s, %s from {db.table(t.table)} {chosen}",
+                           [run_id, utcnow(), *locked, *params, *owner])
+                db.execute(f"delete from {db.table(t.table)} {chosen}", [*locked, *params, *owner])
     return set(locked)
 
 
@@ -67,15 +74,20 @@ def journal_and_delete_intents(it: EndpointTable, kind: str, intent_ids: list[st
         col_list = ", ".join(q(x) for x in cols)
         for start in range(0, len(intent_ids), 500):
             part = intent_ids[start:start + 500]
+            # the same rows are journaled and deleted: one condition, in one transaction (an id
+            # alone would also take a row of another kind or ref sharing it, in a table without a key)
+            chosen = (f"where {it.q('intent_id')} in {in_list(part)} and {it.q('kind')} = %s "
+                      f"and {it.q('ref')} in {in_list(refs)}{owned}")
+            params = [*part, kind, *refs, *owner]
             with db.tx():
-                db.execute(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
-                           f"select {col_list}, %s, %s from {db.table(it.table)} where {it.q('intent_id')} in "
-                           f"{in_list(part)} and {it.q('kind')} = %s and {it.q('ref')} in {in_list(refs)}{owned}",
-                           [run_id, utcnow(), *part, kind, *refs, *owner])
-                removed += db.rowcount(
-                    f"delete from {db.table(it.table)} where {it.q('intent_id')} in (select {it.q('intent_id')} "
-                    f"from {db.table(journal)} where eoctl_run_id = %s) and {it.q('intent_id')} in {in_list(part)}",
-                    [run_id, *part])
+                journaled = db.rowcount(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
+                                        f"select {col_list}, %s, %s from {db.table(it.table)} {chosen}",
+                                        [run_id, utcnow(), *params])
+                deleted = db.rowcount(f"delete from {db.table(it.table)} {chosen}", params)
+                if deleted != journaled:  # the DuckDB file has one writer; a server's rows are read committed
+                    raise JournalUnverified(f"intents of run {run_id} in {it.table}: {deleted} would be deleted "
+                                            f"for {journaled} journaled: nothing changed")
+                removed += deleted
     return removed
 
 
@@ -104,23 +116,115 @@ def intents_naming(it: EndpointTable, kind: str, refs: list[str]) -> list[str]:
             f"{in_list(refs)}", [kind, *refs])]
 
 
-def restore_table(store: StoreConfig, table: str, key: str, run_id: str, execute: bool = True) -> int:
-    """Copy a run's journaled rows back (rows whose key the table has again are left alone); without
-    `execute`, only count them."""
-    journal = journal_of(table)
-    with open_db(store) as db:
-        cols = db.columns(table)
-        if cols is None or db.columns(journal) is None:
+#: the run id journal rows a restore cannot put back carry inside its transaction (never committed:
+#: they take their run's id again before the commit)
+_HELD = ":held"
+#: rows named one by one in a restore's `not_restored`; the rest of a table's are counted in one entry
+NAMED_ROWS = 100
+
+
+def restore_table(t: EndpointTable, key: str, run_id: str, execute: bool = True,
+                  not_restored: list[dict[str, str]] | None = None, endpoints: Mapping[str, str] | None = None) -> int:
+    """Copy a run's journaled rows of `t`'s table back (every endpoint's, in a shared table) and
+    return how many; without `execute`, only count them. A journal row leaves the journal only once
+    it is verified back in the table, in the transaction that put it back; what cannot be put back
+    stays journaled (the run stays restorable) and is named in `not_restored` with why:
+
+    - a row whose identity (canonical column `key`, and the owner column where the table has one:
+      ids repeat across the endpoints of a shared table) the table holds again: the pipeline or a
+      person wrote it since, and eoctl never overwrites it. A NULL key matches nothing (SQL's `=`),
+      so such a row is always put back, and a NULL key in the table blocks nothing;
+    - every row of the run when the table lost a column the journal holds (putting them back would
+      drop its values), or when the store refuses them (a NOT NULL column added without a default).
+
+    Columns the table gained since are left to their defaults; the journal's columns are copied.
+    `endpoints`: names in the store -> the configuration's, to name a held row's endpoint."""
+    left = not_restored if not_restored is not None else []
+    journal = journal_of(t.table)
+    extra = {name for name, _ in JOURNAL_EXTRA}
+    with open_db(t.store) as db:
+        table_cols, journal_cols = db.columns(t.table), db.columns(journal)
+        if journal_cols is None:
             return 0
-        col_list = ", ".join(q(x) for x in cols)
-        pending = (f"from {db.table(journal)} j where j.eoctl_run_id = %s "
-                   f"and j.{q(key)} not in (select {q(key)} from {db.table(table)})")
+        total = int(db.execute(f"select count(*) from {db.table(journal)} where eoctl_run_id = %s", [run_id])[0][0])
+        if total == 0:
+            return 0
+        kept = [c for c in journal_cols if c not in extra]
+        gone = [c for c in kept if table_cols is None or c not in table_cols]
+        if gone:
+            why = (f"table {t.table} no longer exists in {describe(t.store)}" if table_cols is None else
+                   f"table {t.table} no longer has column{'s' if len(gone) > 1 else ''} "
+                   f"{', '.join(inert(c) for c in gone)}, which the journal holds")
+            left.append({"endpoint": t.endpoint, "name": f"{total} rows of {t.table}",
+                         "why": f"{why}: put {'it' if table_cols is None else 'them'} back, then restore again"})
+            return 0
+        key_col = t.col(key)
+        same = f"t.{q(key_col)} = j.{q(key_col)}"
+        if t.owner_column is not None and t.owner_column in kept:
+            same += f" and t.{q(t.owner_column)} = j.{q(t.owner_column)}"
+        there = f"exists (select 1 from {db.table(t.table)} t where {same})"
+        col_list = ", ".join(q(c) for c in kept)
         if not execute:
-            return int(db.execute(f"select count(*) {pending}", [run_id])[0][0])
-        with db.tx():
-            n = db.rowcount(f"insert into {db.table(table)} ({col_list}) select {col_list} {pending}", [run_id])
-            db.execute(f"delete from {db.table(journal)} where eoctl_run_id = %s", [run_id])
-    return n
+            (back,) = db.execute(f"select count(*) from {db.table(journal)} j where j.eoctl_run_id = %s "
+                                 f"and not {there}", [run_id])[0]
+            _name_held(db, t, key_col, journal, run_id, there, left, endpoints or {})
+            return int(back)
+        held_id = run_id + _HELD
+        try:
+            with db.tx():
+                held = db.rowcount(f"update {db.table(journal)} j set eoctl_run_id = %s "
+                                   f"where j.eoctl_run_id = %s and {there}", [held_id, run_id])
+                # (none to put back: no statement, which MySQL would refuse for a column it cannot fill)
+                back = 0 if held == total else db.rowcount(
+                    f"insert into {db.table(t.table)} ({col_list}) select {col_list} "
+                    f"from {db.table(journal)} where eoctl_run_id = %s", [run_id])
+                # verified before a journal row goes: every row of the run is in the table now
+                (missing,) = db.execute(f"select count(*) from {db.table(journal)} j where j.eoctl_run_id = %s "
+                                        f"and j.{q(key_col)} is not null and not {there}", [run_id])[0]
+                if back != total - held or missing:
+                    raise JournalUnverified(f"restore of run {run_id} into {t.table}: {back} rows put back of "
+                                            f"{total - held} journaled ({missing} not found after): nothing changed")
+                removed = db.rowcount(f"delete from {db.table(journal)} where eoctl_run_id = %s", [run_id])
+                if removed != back:
+                    raise JournalUnverified(f"restore of run {run_id} into {t.table}: {removed} journal rows "
+                                            f"would go for {back} put back: nothing changed")
+                db.execute(f"update {db.table(journal)} set eoctl_run_id = %s where eoctl_run_id = %s",
+                           [run_id, held_id])
+        except Exception as exc:
+            if not type(exc).__module__.startswith(DRIVER_MODULES):
+                raise
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            left.append({"endpoint": t.endpoint, "name": f"{total} rows of {t.table}",
+                         "why": f"the store refused them ({inert(reason)[:300]}): nothing was put back; "
+                                "make the table take them, then restore again"})
+            return 0
+        if held:
+            _name_held(db, t, key_col, journal, run_id, there, left, endpoints or {})
+    return back
+
+
+def _name_held(db: Db, t: EndpointTable, key_col: str, journal: str, run_id: str, there: str,
+               left: list[dict[str, str]], endpoints: Mapping[str, str]) -> None:
+    """Name the run's journal rows whose identity the table holds again (NAMED_ROWS at most, the
+    rest counted), each under the endpoint that owns it."""
+    owner_sql = f"cast(j.{q(t.owner_column)} as varchar)" if t.owner_column else "null"
+    rows = db.execute(f"select cast(j.{q(key_col)} as varchar), {owner_sql} from {db.table(journal)} j "
+                      f"where j.eoctl_run_id = %s and {there} order by 2, 1 limit {NAMED_ROWS + 1}", [run_id])
+    why = (f"the table holds a row with this {key_col} again (written since the run): it is left as it is "
+           f"and the journaled row kept; delete the table's row if the journaled one should win, then restore again")
+    for key_value, owner in rows[:NAMED_ROWS]:
+        left.append({"endpoint": endpoints.get(owner, owner) if owner is not None else t.endpoint,
+                     "name": str(key_value), "why": why})
+    if len(rows) > NAMED_ROWS:
+        (count,) = db.execute(f"select count(*) from {db.table(journal)} j where j.eoctl_run_id = %s and {there}",
+                              [run_id])[0]
+        left.append({"endpoint": t.endpoint, "name": f"{int(count) - NAMED_ROWS} more rows of {t.table}",
+                     "why": why})
+
+
+class JournalUnverified(SourceError):
+    """A journal's count disagreed with the rows a statement moved (journaled against deleted, put
+    back against journaled): the transaction is rolled back, nothing changed."""
 
 
 def purge_journal(store: StoreConfig, table: str, before: dt.datetime, where: str = "", params: tuple = ()) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -73,9 +74,18 @@ def _rows(rows: list[dict[str, Any]], console: Console) -> None:
     print_rows(rows[:TOP_EVIDENCE], console, [c for c in _TEXT_COLUMNS if c in rows[0]])
 
 
-def render_gc(result: GcResult, console: Console) -> None:
-    """The same table for a plan and an execution; only the verb and the deleted column differ."""
+def restore_command(command: str, run_id: str, options: Sequence[str] = ()) -> str:
+    """The command that puts back what run `run_id` removed, with the user's global options."""
+    from eoctl.findings import fill_command
+
+    return fill_command(f"eoctl {command} --restore {{run_id}} --execute", {"run_id": run_id}, options)
+
+
+def render_gc(result: GcResult, console: Console, options: Sequence[str] = ()) -> None:
+    """The same table for a plan and an execution; only the verb and the deleted column differ.
+    `options`: the global options the user ran eoctl with (repeated in the undo command)."""
     from rich.table import Table
+    from rich.text import Text
 
     what = {"gc-tokens": "tokens", "gc-blobs": "blobs"}.get(result.command, "outbox rows")
     outbox = result.command == "gc-outbox"
@@ -104,8 +114,11 @@ def render_gc(result: GcResult, console: Console) -> None:
         _rows(result.sample, console)
     if result.executed:
         kept = "quarantine" if what == "blobs" else "journal"
-        console.print(f"removed {tot['deleted']} {what} (kept in the {kept}; undo with --restore {result.run_id}); "
-                      f"purged {result.purged} past the retention; {result.duration_seconds:.1f}s")
+        console.print(f"removed {tot['deleted']} {what} (kept in the {kept}); purged {result.purged} past the "
+                      f"retention; {result.duration_seconds:.1f}s")
+        if tot["deleted"]:
+            console.print(Text.assemble("undo: ", restore_command(result.command, result.run_id, options)),
+                          soft_wrap=True)
 
 
 def gc_json(result: GcResult) -> dict[str, Any]:
@@ -113,7 +126,9 @@ def gc_json(result: GcResult) -> dict[str, Any]:
     return {"schema": GC_SCHEMA, **result.summary()}
 
 
-def render_restore(result: RestoreResult, console: Console) -> None:
+def render_restore(result: RestoreResult, console: Console, options: Sequence[str] = ()) -> None:
+    from rich.text import Text
+
     if result.already_restored:
         console.print(f"run {result.run_id} was already restored; nothing to do")
         return
@@ -125,13 +140,16 @@ def render_restore(result: RestoreResult, console: Console) -> None:
         return
     console.print(f"[bold]eoctl {result.command}[/] restored run {result.run_id}: {done} put back")
     _not_restored(result, console)
+    if result.not_restored:
+        console.print(Text.assemble("once each obstacle is gone: ",
+                                    restore_command(result.command, result.run_id, options)), soft_wrap=True)
 
 
 def _not_restored(result: RestoreResult, console: Console) -> None:
     from rich.text import Text
 
     if result.not_restored:
-        console.print(f"[bold red]{len(result.not_restored)} not restored[/] (the run stays restorable):")
+        console.print("[bold red]not restored[/] (kept in the journal; the run stays restorable):")
     for item in result.not_restored:
         console.print(Text(f"  {item['endpoint']}: {inert(item['name'])}: {item['why']}"), soft_wrap=True)
 

@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from eoctl.inert import inert
-from eoctl.findings import AuditReport, Finding
+from eoctl.findings import AuditReport, Finding, Invocation
 from eoctl.secrets import mask_text, redact
 
 if TYPE_CHECKING:  # Rich is imported by what renders: JSON output never needs it
@@ -78,7 +78,7 @@ def render_text(report: AuditReport, console: Console) -> None:
         _render_finding(f, console, report.next_options)
 
 
-def _render_finding(f: Finding, console: Console, options: list[str]) -> None:
+def _render_finding(f: Finding, console: Console, options: Invocation) -> None:
     from rich.markup import escape
     from rich.text import Text
 
@@ -91,8 +91,8 @@ def _render_finding(f: Finding, console: Console, options: list[str]) -> None:
         console.print(f"[dim]  {more}[/]")
     remedy = f.remedy(options)
     if remedy:
-        console.print(f"  [bold]risk:[/] {remedy['risk']}")
-        console.print(f"  [bold]what to do:[/] {remedy['fix']}")
+        console.print(f"  [bold]risk:[/] {escape(remedy['risk'])}")
+        console.print(f"  [bold]what to do:[/] {escape(remedy['fix'])}")
         if remedy["command"]:
             console.print(Text.assemble(("  next: ", "bold"), remedy["command"]), soft_wrap=True)
         console.print(f"  [dim]guide: {escape(remedy['docs'])}[/]", soft_wrap=True)

@@ -19,6 +19,8 @@ _log = get_logger("stores")
 
 StoreConfig = DuckDBStore | PostgresStore | MySQLStore
 
+#: the zone of every eoctl session on a store: a timestamp without time zone holds UTC (README)
+SESSION_ZONE = "UTC"
 #: every eoctl session on MySQL or MariaDB: identifiers in double quotes and `||` as standard SQL has
 #: them (eoctl's SQL is written once for every store), UTC for TIMESTAMP columns and NOW()
 MYSQL_SESSION = ("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT'), "
@@ -81,6 +83,9 @@ def postgres_conninfo(store: PostgresStore) -> dict[str, Any]:
     if store.sslmode:
         params["sslmode"] = store.sslmode
     params.update(store.options)
+    # every session in UTC, whatever the server's `timezone`: a timestamp without time zone is UTC
+    # in eoctl's comparisons (gc's cutoffs, bound as aware times), as on DuckDB and MySQL
+    params["options"] = f"-c TimeZone={SESSION_ZONE} " + str(store.options.get("options", ""))
     return params
 
 
@@ -119,7 +124,9 @@ def _waiting_for_lock(store: DuckDBStore, attempt: Callable[[], T], seconds: flo
 def _open_duckdb(store: DuckDBStore, read_only: bool) -> Any:
     import duckdb
 
-    return _waiting_for_lock(store, lambda: duckdb.connect(store.path, read_only=read_only))
+    conn = _waiting_for_lock(store, lambda: duckdb.connect(store.path, read_only=read_only))
+    conn.execute(f"SET TimeZone = '{SESSION_ZONE}'")
+    return conn
 
 
 def _must_exist(store: DuckDBStore) -> None:
@@ -251,6 +258,47 @@ def schema_columns(conn: Any, store: StoreConfig, table: str | None = None,
 def table_columns(conn: Any, store: StoreConfig, table: str) -> list[str] | None:
     """Column names of `table` in the store's schema, in order; None when the table does not exist."""
     return schema_columns(conn, store, table).get(table)
+
+
+def table_column_types(conn: Any, store: StoreConfig, table: str) -> dict[str, str]:
+    """Column name -> its type as the store names it (information_schema's data_type, lower case:
+    uuid, character varying, binary, blob, ...) for `table` in the store's schema; empty when absent."""
+    rows = query(conn, store, "select column_name, data_type from information_schema.columns "
+                              "where table_schema = %s and table_name = %s", [store.schema_name, table])
+    return {str(name): str(kind).lower() for name, kind in rows}
+
+
+#: how a type's values compare with another type's: the family of information_schema's data_type
+_BINARY_TYPES = ("binary", "varbinary", "bytea", "blob", "tinyblob", "mediumblob", "longblob")
+
+
+def id_family(data_type: str) -> str:
+    """uuid | binary | text: what a store's column of ids holds, for comparing two such columns."""
+    kind = data_type.lower()
+    if kind == "uuid":
+        return "uuid"
+    if kind in _BINARY_TYPES:
+        return "binary"
+    return "text"
+
+
+def comparable_ids(store: StoreConfig, left: tuple[str, str], right: tuple[str, str]) -> tuple[str, str]:
+    """Two id columns' SQL (each (expression, data_type)) made comparable with `=` or IN: unchanged
+    when their types are of one family (an index serves the comparison), else both as the id's hex
+    digits in lower case (a uuid's text without hyphens, a binary(16)'s bytes): PostgreSQL has no
+    `uuid = varchar`, and MySQL compares a BINARY(16) with text byte for byte. Ids that are not
+    UUIDs may then compare equal where they differ in case or hyphens only: the guards this serves
+    then keep more, never less."""
+    if id_family(left[1]) == id_family(right[1]):
+        return left[0], right[0]
+    return _hex_digits(store, *left), _hex_digits(store, *right)
+
+
+def _hex_digits(store: StoreConfig, sql: str, data_type: str) -> str:
+    family = id_family(data_type)
+    if family == "binary":
+        return f"encode({sql}, 'hex')" if isinstance(store, PostgresStore) else f"lower(hex({sql}))"
+    return f"lower(replace(cast({sql} as varchar), '-', ''))"
 
 
 def quote_ident(name: str) -> str:

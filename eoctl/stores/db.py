@@ -16,7 +16,7 @@ from typing import Any
 from eoctl.config.model import DuckDBStore, MySQLStore
 from eoctl.errors import SourceError
 from eoctl.stores.connection import StoreConfig, qualified, quote_ident
-from eoctl.stores.connection import connect, describe, in_dialect, query, table_columns
+from eoctl.stores.connection import connect, describe, in_dialect, query, table_column_types, table_columns
 
 
 class Db:
@@ -89,6 +89,9 @@ class Db:
 
     def columns(self, table: str) -> list[str] | None:
         return table_columns(self.conn, self.store, table)
+
+    def column_types(self, table: str) -> dict[str, str]:
+        return table_column_types(self.conn, self.store, table)
 
     def ensure_copy_table(self, source: str, copy: str, extra: Sequence[tuple[str, str]]) -> list[str]:
         """Create `copy` (if absent) with `source`'s columns and types plus `extra` (name, SQL

@@ -144,6 +144,9 @@ def _postgres_uri(store: PostgresStore) -> str:
     from eoctl.stores.connection import postgres_conninfo
 
     params = postgres_conninfo(store)
+    params.pop("options")  # connectorx's client takes no libpq `options`; its reads compare no times
+    if "options" in store.options:
+        params["options"] = store.options["options"]
     auth = quote(params.pop("user"), safe="")
     password = params.pop("password", None)
     if password is not None:

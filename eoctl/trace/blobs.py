@@ -16,10 +16,14 @@ def check_blob(config: Config, producer: str | None, uri: str, expected: str | N
     ep = config.endpoints.get(config.producing(producer) or "")
     if ep is None or ep.blobs is None:
         return Blob(producer or "?", uri, expected, None, None, "the producer has no blob prefix configured")
+    from eoctl.expr.blobs import prefix_path, relative_name_of
+
+    name = relative_name_of(uri, prefix_path(str(ep.blobs)))  # as the audit names it
+    if name is None:
+        return Blob(producer or "?", uri, expected, False, None,
+                    "outside the producer's blob prefix: not read (no listed blob has this name)")
     fs, root = open_prefix(str(ep.blobs), ep.blob_options)
-    root = root.rstrip("/")
-    name = uri.split(root + "/", 1)[1] if (root + "/") in uri else uri  # absolute URIs under the prefix
-    path = f"{root}/{name}"
+    path = f"{root.rstrip('/')}/{name}"
     try:
         info = fs.info(path)
         digest = hashlib.sha256()

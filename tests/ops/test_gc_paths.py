@@ -92,7 +92,7 @@ def test_a_restore_puts_back_exactly_what_was_quarantined_or_says_what_it_could_
     (chaos.blobs / obstacle).write_text("someone else's\n")
     first = _gc(chaos.config_path, "--restore", run_id, "--execute")
     assert first.code == ExitCode.RUNTIME, first.stderr[-2000:]
-    assert "1 not restored" in first.stderr and f"billing: {obstacle}: a file of that name is at the prefix" in (
+    assert "not restored (kept in the journal" in first.stderr and f"billing: {obstacle}: a file of that name is at the prefix" in (
         " ".join(first.stderr.split()))
     (chaos.blobs / obstacle).unlink()
     second = _gc(chaos.config_path, "-f", "json", "--restore", run_id, "--execute")
