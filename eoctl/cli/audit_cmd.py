@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -22,15 +21,12 @@ if TYPE_CHECKING:
 FailOn = Enum("FailOn", {s.label: s.label for s in Severity}, type=str)
 
 def parse_duration(text: str, flag: str) -> dt.timedelta:
-    from eoctl.config.model import DURATION_PATTERN, duration_of
+    from eoctl.config.model import checked_duration, duration_of
 
-    value = text.strip().lower()
-    if not re.fullmatch(DURATION_PATTERN, value):
-        raise UsageError(f"{flag} {text!r}: expected a duration like 90s, 15m, 24h or 7d")
     try:
-        return duration_of(value)
-    except OverflowError:  # past timedelta's 999,999,999 days
-        raise UsageError(f"{flag} {text!r}: too long (at most 999999999d)") from None
+        return duration_of(checked_duration(text))
+    except ValueError as exc:
+        raise UsageError(f"{flag} {text!r}: {str(exc).split(', got ')[0]}") from None
 
 
 def parse_time(text: str, flag: str) -> dt.datetime:

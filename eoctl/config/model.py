@@ -242,12 +242,31 @@ DURATION_PATTERN = r"\d+(\.\d+)?[smhd]?"
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
+#: the longest duration taken, in days (100 years): `now - duration` must be a time every engine
+#: and store holds (Python's datetime ends at year 1, 739,000 days back from today)
+MAX_DURATION_DAYS = 36500
+
+
 def duration_of(text: str) -> Any:
     """A duration string DURATION_PATTERN matches (lower case) as a timedelta."""
     import datetime as dt
 
     unit = text[-1] if text[-1] in _UNIT_SECONDS else "s"
     return dt.timedelta(seconds=float(text.rstrip("smhd")) * _UNIT_SECONDS[unit])
+
+
+def checked_duration(text: str) -> str:
+    """`text` as the canonical duration string (lower case, stripped); ValueError, saying what is
+    expected, when it is not one or is longer than MAX_DURATION_DAYS."""
+    import re
+
+    value = text.strip().lower()
+    if not re.fullmatch(DURATION_PATTERN, value):
+        raise ValueError(f"expected a duration like 90s, 15m, 24h or 7d, got {text!r}")
+    unit = value[-1] if value[-1] in _UNIT_SECONDS else "s"
+    if float(value.rstrip("smhd")) * _UNIT_SECONDS[unit] > MAX_DURATION_DAYS * 86400:
+        raise ValueError(f"too long (at most {MAX_DURATION_DAYS}d), got {text!r}")
+    return value
 
 
 class OutboxTable(Strict):
@@ -271,11 +290,7 @@ class OutboxTable(Strict):
     @field_validator("retention")
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
-        import re
-
-        if value is not None and not re.fullmatch(DURATION_PATTERN, value.strip().lower()):
-            raise ValueError(f"expected a duration like 90s, 15m, 24h or 7d, got {value!r}")
-        return None if value is None else value.strip().lower()
+        return None if value is None else checked_duration(value)
 
     @model_validator(mode="after")
     def _sent_needs_column(self) -> OutboxTable:
@@ -478,11 +493,7 @@ class AuditConfig(Strict):
     @field_validator("grace", "stuck_after", "transaction_timeout")
     @classmethod
     def _duration(cls, value: str) -> str:
-        import re
-
-        if not re.fullmatch(DURATION_PATTERN, value.strip().lower()):
-            raise ValueError(f"expected a duration like 90s, 15m, 24h or 7d, got {value!r}")
-        return value.strip().lower()
+        return checked_duration(value)
 
 
 class ReportConfig(Strict):

@@ -6,6 +6,7 @@ columns does a table have) and, later, performs the guarded writes of gc and rep
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -108,7 +109,7 @@ def _waiting_for_lock(store: DuckDBStore, attempt: Callable[[], T], seconds: flo
             return attempt()
         except duckdb.Error as exc:
             reason = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
-            if "lock" not in reason.lower():
+            if not re.search(r"\block\b", reason.lower()):  # a word: "block" is a corrupt file's
                 raise SourceError(f"{describe(store)} cannot be opened: {reason}") from None
             if time.monotonic() >= deadline:
                 raise SourceError(f"{describe(store)} stayed in use by another process for {seconds:g}s: {reason}",
@@ -210,13 +211,30 @@ def mysql_params_of(params: Any) -> list[Any]:
             for p in params]
 
 
+#: a quoted identifier, a string literal, a placeholder or a lone percent sign of eoctl's SQL
+_SQL_PARTS = re.compile(r"""("(?:[^"]|"")*"|'(?:[^']|'')*'|%s|%)""")
+
+
+def placeholders(sql: str, qmark: bool) -> str:
+    """eoctl's SQL, whose `%s` outside quotes are its placeholders, as a driver takes it: `?` for
+    DuckDB (`qmark`), else `%s` with every other `%` doubled (psycopg's and PyMySQL's `%%`): a
+    configured name holding `%s` or `%` is a name, never a placeholder."""
+    def part(match: re.Match) -> str:
+        text = match[1]
+        if text == "%s":
+            return "?" if qmark else text
+        return text if qmark else text.replace("%", "%%")
+
+    return _SQL_PARTS.sub(part, sql)
+
+
 def in_dialect(store: StoreConfig, sql: str, params: Any) -> tuple[str, list[Any]]:
     """eoctl's SQL (`%s` placeholders) and its parameters as `store`'s connection takes them."""
     if isinstance(store, DuckDBStore):
-        return sql.replace("%s", "?"), list(params)
+        return placeholders(sql, qmark=True), list(params)
     if isinstance(store, MySQLStore):
-        return mysql_sql(sql), mysql_params_of(params)
-    return sql, list(params)
+        return placeholders(mysql_sql(sql), qmark=False), mysql_params_of(params)
+    return placeholders(sql, qmark=False), list(params)
 
 
 def query(conn: Any, store: StoreConfig, sql: str, params: Any = ()) -> list[tuple]:

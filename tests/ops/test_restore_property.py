@@ -8,7 +8,7 @@ and the run is restored. Every row the run journaled ends in the table or still 
 exactly once each (as a multiset), another run's journal rows are untouched, a row stays journaled
 only when the table holds its identity again or cannot take it, and says so; once the obstacle is
 gone, a second restore puts back the rest. Table and column names need quoting (mixed case, a
-space, a reserved word).
+space, a reserved word, a `%s` that is no placeholder).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from eoctl.stores.layout import EndpointTable
 pytestmark = pytest.mark.integration
 
 TABLE = "Out box"  # a space and capitals: quoted everywhere
-KEY, OWNER, VALUE, NOTE = "Msg Id", "Endpoint", "order", "note"  # `order`: a reserved word
+KEY, OWNER, VALUE, NOTE = "Msg Id", "Endpoint", "order", "note %s"  # `order`: a reserved word; `%s`: not a placeholder
 ORIGINAL = (OWNER, KEY, VALUE, NOTE)
 OWNERS = ("shop", "billing", "other")
 
