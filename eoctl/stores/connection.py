@@ -147,8 +147,8 @@ def attached_read_only(con: Any, store: DuckDBStore, *, wait: bool = True) -> It
 
     _must_exist(store)
     alias = f"eoctl_store_{uuid.uuid4().hex[:8]}"
-    quoted_path, quoted_alias = str(store.path).replace("'", "''"), '"' + alias + '"'
-    _waiting_for_lock(store, lambda: con.execute(f"ATTACH '{quoted_path}' AS {quoted_alias} (READ_ONLY)"),
+    quoted_alias = '"' + alias + '"'
+    _waiting_for_lock(store, lambda: con.execute(f"ATTACH {sql_literal(str(store.path))} AS {quoted_alias} (READ_ONLY)"),
                       None if wait else 0)
     try:
         yield alias
@@ -317,6 +317,12 @@ def _hex_digits(store: StoreConfig, sql: str, data_type: str) -> str:
     if family == "binary":
         return f"encode({sql}, 'hex')" if isinstance(store, PostgresStore) else f"lower(hex({sql}))"
     return f"lower(replace(cast({sql} as varchar), '-', ''))"
+
+
+def sql_literal(value: str) -> str:
+    """A string as a SQL literal, for the few statements that take no parameter (DuckDB's COPY
+    ... TO and ATTACH): quotes doubled."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def quote_ident(name: str) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from eoctl.config.model import DuckDBStore, MySQLStore, PostgresStore
 from eoctl.errors import SourceError
-from eoctl.stores.connection import backticked, describe, qualified, quote_ident
+from eoctl.stores.connection import backticked, describe, qualified, quote_ident, sql_literal
 
 # DuckDB types Spark reads from Parquet as they are; others are written as ones it reads.
 _DUCKDB_SPARK_NATIVE = {
@@ -49,13 +49,21 @@ def duckdb_snapshot(store: DuckDBStore, table: str) -> str:
     known = _snapshots.get(key)
     if known is not None and known[0] == signature and os.path.exists(known[1]):
         return known[1]
-    target = subdir("duckdb") / f"{uuid.uuid4().hex[:12]}-{store.schema_name}.{table}.parquet"
+    target = subdir("duckdb") / _copy_name(store.schema_name, table)
     with connect(store) as conn:
         signature = _file_signature(str(store.path))  # as of the open: no writer can change it now
         copy_duckdb_table(conn, store, table,
-                          lambda sql: f"copy ({sql}) to '{target}' (format parquet, compression zstd)")
+                          lambda sql: f"copy ({sql}) to {sql_literal(str(target))} (format parquet, compression zstd)")
     _snapshots[key] = (signature, str(target))
     return str(target)
+
+
+def _copy_name(schema: str, table: str) -> str:
+    """A copy's file name: unique, and naming its table in the characters a path and a SQL literal
+    take as they are (a configured name may hold a quote, a slash or a control character)."""
+    import re
+
+    return f"{uuid.uuid4().hex[:12]}-" + re.sub(r"[^A-Za-z0-9_-]", "_", f"{schema}.{table}")[:80] + ".parquet"
 
 
 def sql_utc_instant(column: str) -> str:
@@ -123,7 +131,7 @@ def postgres_snapshot(store: PostgresStore, table: str) -> str:
         raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
     exprs = _copied_columns(cols, _POSTGRES_NATIVE.__contains__, {"numeric": "{col}::double precision"},
                             "{col}::text")
-    target = subdir("postgres") / f"{uuid.uuid4().hex[:12]}-{store.schema_name}.{table}.parquet"
+    target = subdir("postgres") / _copy_name(store.schema_name, table)
     try:
         with pg.connect(_postgres_uri(store)) as conn, conn.cursor() as cur:
             cur.execute(f"select {', '.join(exprs)} from {qualified(store, table)}")
@@ -186,7 +194,7 @@ def mysql_snapshot(store: MySQLStore, table: str) -> str:
     exprs = _copied_columns([(c, t.lower()) for c, t in cols], _MYSQL_NATIVE.__contains__, _MYSQL_SPECIAL,
                             "cast({col} as char)", backticked)
     sql = f"select {', '.join(exprs)} from {backticked(store.database)}.{backticked(table)}"
-    target = subdir("mysql") / f"{uuid.uuid4().hex[:12]}-{store.database}.{table}.parquet"
+    target = subdir("mysql") / _copy_name(store.database, table)
     try:
         reader = connectorx.read_sql(_mysql_uri(store), sql, return_type="arrow_stream", batch_size=65_536)
         with pq.ParquetWriter(str(target), reader.schema, compression="zstd") as writer:

@@ -235,7 +235,8 @@ def list_blobs(spark: SparkSession, uri: str, with_hash: bool) -> DataFrame:
                  .option("ignoreMissingFiles", "true").load(uri))
     except AnalysisException as exc:
         raise SourceError(f"blob prefix {uri} cannot be listed: {str(exc).splitlines()[0]}") from None
-    rel = F.expr(f"substring(path, instr(path, '{prefix}') + {len(prefix)})")
+    # the prefix as a value, never pasted into SQL (a configured path may hold a quote)
+    rel = F.col("path").substr(F.instr("path", prefix) + len(prefix), F.lit(2 ** 31 - 1))
     # Hadoop's local listing goes through symbolic links to folders; eoctl does not (a blob there
     # lives outside the prefix, and the DuckDB engine's listing does not): their files are left out
     for folder in linked_folders(uri):
