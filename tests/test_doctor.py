@@ -218,3 +218,15 @@ def test_doctor_cli_exit_code_is_1_when_a_check_fails(spark_jars: Path, sample_c
     import re
 
     assert re.search(r"\d+ ok, \d+ warnings?, 1 failed, 3 skipped", " ".join(text.stderr.split())), text.stderr
+
+
+def test_doctor_in_a_pipe_is_a_table_a_log_shows_whole() -> None:
+    """Off a terminal the console is 1000 columns wide (no id is cut); doctor's table of prose was
+    ~370 columns wide there. It is PIPE_TABLE_WIDTH wide, its paths folded, never cut."""
+    from eoctl.report.terminal import PIPE_TABLE_WIDTH
+
+    result = run_eoctl("--config", str(REPO / "samples" / "chaos" / "eoctl.toml"), "--engine", "duckdb", "doctor")
+    assert result.code == 0, result.stderr[-2000:]
+    table = [line for line in result.stderr.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table and max(len(line.rstrip()) for line in table) == PIPE_TABLE_WIDTH
+    assert "…" not in result.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from typer._click.exceptions import NoArgsIsHelpError  # typer 0.29 ships its own click
@@ -223,9 +223,49 @@ def console() -> None:
     no line) after its output was whole."""
     from eoctl import interrupts
 
+    sys.stdout, sys.stderr = _ClosablePipe(sys.stdout), _ClosablePipe(sys.stderr)
     code = run(sys.argv[1:])
     interrupts.ignore()
     sys.exit(code)
+
+
+class _ClosablePipe:
+    """A standard stream whose reader may leave (`eoctl audit | head`): once a write finds the pipe
+    closed, the rest of the output is dropped and the command goes on to its own exit code. A
+    reader that stops reading is not a failure of the run."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._closed = False
+
+    def write(self, text: str) -> int:
+        if not self._closed:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def _gone(self) -> None:
+        import os
+
+        self._closed = True
+        try:  # what the stream still buffers is dropped: the interpreter's last flush must not fail
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _report(exc: BaseException, debug: bool) -> int:

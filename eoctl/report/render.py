@@ -66,7 +66,16 @@ def render_text(report: AuditReport, console: Console) -> None:
         console.print(scan_line(report.run["scan"]), markup=False)
     print_notes(report.notes, console)
     if not report.findings:
-        console.print("[green]no findings[/]")
+        endpoints = report.run.get("endpoints", [])
+        from eoctl.stores.layout import unjudged
+
+        left_out = sorted(unjudged([(m["endpoint"], m["kind"]) for m in report.misnamed], endpoints))
+        if left_out:  # an endpoint not judged has no findings to show, and is not clean
+            others = [e for e in endpoints if e not in left_out]
+            console.print(f"[yellow]not judged:[/] {', '.join(left_out)} (see the notes); "
+                          + (f"no findings in {', '.join(others)}" if others else "nothing else was audited"))
+        else:
+            console.print("[green]no findings[/]")
         return
     summary = Table(title="findings by code", title_justify="left")
     for col in ("code", "severity", "count", "finding"):

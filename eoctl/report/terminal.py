@@ -11,21 +11,28 @@ from eoctl.sources.summary import InputSummary
 if TYPE_CHECKING:  # Rich is imported by what renders: JSON output never needs it
     from rich.console import Console
 
+#: the width of a table of prose off a terminal
+PIPE_TABLE_WIDTH = 120
+
 _STATUS_STYLE = {Status.OK: "[green]ok[/]", Status.WARN: "[yellow]warn[/]", Status.FAIL: "[bold red]FAIL[/]", Status.SKIP: "[yellow]skip[/]"}
 
 
 def render_doctor(report: DoctorReport, console: Console) -> None:
     from rich.table import Table
 
-    table = Table(title="eoctl doctor", title_justify="left", show_lines=False)
-    table.add_column("component", style="bold", no_wrap=True)
-    table.add_column("check")
-    table.add_column("status", no_wrap=True)
-    table.add_column("detail / fix")
+    table = Table(title="eoctl doctor", title_justify="left", show_lines=False, expand=True)
+    # folded, never cut with an ellipsis: a path or a key is whole over two lines
+    table.add_column("component", style="bold", overflow="fold",
+                     min_width=min(40, max((len(r.component) for r in report.results), default=9)))
+    table.add_column("check", overflow="fold", ratio=1)
+    table.add_column("status", no_wrap=True, min_width=6)
+    table.add_column("detail / fix", overflow="fold", ratio=2)
     for r in report.results:
         detail = r.detail if r.status is Status.OK or not r.fix else f"{r.detail}\n[dim]fix: {r.fix}[/]"
         table.add_row(r.component, r.check, _STATUS_STYLE[r.status], detail)
-    console.print(table)
+    # off a terminal (a pipe, a log) the console is 1000 columns wide so that no id is cut; this
+    # table's last column is prose, wrapped at a width a log viewer shows
+    console.print(table, width=None if console.is_terminal else PIPE_TABLE_WIDTH)
     c = report.counts()
     verdict = "[green]all checks passed[/]" if report.ok else f"[bold red]{c['fail']} check(s) failed[/]"
     console.print(f"{verdict}: {c['ok']} ok, {c['warn']} warning{'s' if c['warn'] != 1 else ''}, {c['fail']} failed, "

@@ -197,9 +197,14 @@ READ_BY_ALL = frozenset({"outbox"})
 
 def refused(misnamed: list[Misnamed], endpoints: list[str]) -> set[str]:
     """Of `endpoints`, those not to judge: the misnamed ones, and all when an outbox is misnamed."""
-    if any(m.kind in READ_BY_ALL for m in misnamed):
+    return unjudged([(m.endpoint, m.kind) for m in misnamed], endpoints)
+
+
+def unjudged(misnamed: list[tuple[str, str]], endpoints: list[str]) -> set[str]:
+    """refused() of misnamed tables given as (endpoint, kind), as a report's JSON keeps them."""
+    if any(kind in READ_BY_ALL for _, kind in misnamed):
         return set(endpoints)
-    return {m.endpoint for m in misnamed}
+    return {endpoint for endpoint, _ in misnamed}
 
 
 class StoreLayout:

@@ -288,3 +288,22 @@ def test_help_uses_the_terminals_width() -> None:
     assert audit.rstrip().endswith("exit 1 when one is at or above --fail-on.") and len(audit) <= 200
     narrow = run_eoctl("--help", unset=("COLUMNS",)).stdout
     assert all(len(line) <= 80 for line in narrow.splitlines() if "Example: " not in line)
+
+
+@pytest.mark.parametrize("stream, args, code", [
+    ("stderr", ["audit", "--no-record", "--select", "EO401", "--fail-on", "critical"], 0),
+    ("stderr", ["audit", "--no-record"], 1),
+    ("stdout", ["--format", "json", "audit", "--no-record", "--select", "EO401", "--fail-on", "critical"], 0),
+])
+def test_a_reader_that_leaves_early_is_not_a_failure(stream: str, args: list[str], code: int) -> None:
+    """`eoctl audit | head`: the pipe closes after the first line; the run still ends with its own
+    exit code (before, exit 1 and a traceback about a broken pipe)."""
+    from tests.helpers.servers import REPO
+
+    chaos = str(REPO / "samples" / "chaos" / "eoctl.toml")
+    pipes = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: subprocess.PIPE}
+    proc = subprocess.Popen([sys.executable, "-m", "eoctl", "--config", chaos, "--engine", "duckdb", *args], **pipes)
+    reader = getattr(proc, stream)
+    assert reader.read(1)  # the first byte, then the reader is gone
+    reader.close()
+    assert proc.wait(120) == code

@@ -47,6 +47,18 @@ def _duckdb(path: Path, environ: dict[str, str] | None = None):
     return load_config(path, overrides={"kind": "duckdb"}, environ=environ or {})
 
 
+def _text(report) -> str:
+    import io
+
+    from rich.console import Console
+
+    from eoctl.report.render import render_text
+
+    out = io.StringIO()
+    render_text(report, Console(file=out, width=200))
+    return " ".join(out.getvalue().split())
+
+
 def _audit(config):
     return audit_duckdb(config, dataclasses.replace(settled(), now=NOW), select_codes(None, None))
 
@@ -75,6 +87,8 @@ def test_a_renamed_endpoint_is_named_with_the_names_its_rows_carry_and_nothing_i
     assert [m["kind"] for m in report.misnamed] == ["tokens", "outbox", "intents"]
     assert "'billing'" in report.notes[0] and "set endpoints.invoicing.name_in_store" in report.notes[0]
     assert report.notes[3].startswith("endpoints shipping, shop not judged either")
+    text = _text(report)  # not "no findings": nothing was judged
+    assert "no findings" not in text and "not judged: invoicing, shipping, shop" in text
     # reconcile and gc classify nothing, and --execute changes nothing
     reconciled = run_reconcile(None, config, grace=dt.timedelta(0), now=NOW)
     assert reconciled.counts == {} and len(reconciled.misnamed) == 3
