@@ -19,7 +19,7 @@ from typing import Any
 
 from eoctl.config import masked
 from eoctl.config.model import Config, DuckDBStore
-from eoctl.errors import SourceError, UsageError
+from eoctl.errors import EoctlError, SourceError, UsageError
 from eoctl.interrupts import deferred
 from eoctl.findings import CATALOG, AuditReport
 from eoctl.stores.connection import store_named
@@ -55,8 +55,9 @@ def config_digest(config: Config) -> str:
 
 
 def _create_history_file(path: Path) -> None:
-    """A new, empty DuckDB file at `path`, or none: made beside it and renamed when whole, so that a
-    full disk never leaves a 0-byte file that every later run fails to open."""
+    """A new, empty DuckDB file at `path`, or none: made beside it and linked in when whole, so that
+    a full disk never leaves a 0-byte file that every later run fails to open, and audits creating
+    it at once all record into the one that won."""
     import os
 
     import duckdb
@@ -66,15 +67,19 @@ def _create_history_file(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with duckdb.connect(str(tmp)) as con:
             con.execute("checkpoint")
-        os.replace(tmp, path)
+        try:  # a link, never a rename: a history another audit made meanwhile is never replaced
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
     except (OSError, duckdb.Error) as exc:
+        reason = os.strerror(exc.errno) if isinstance(exc, OSError) and exc.errno else str(exc).splitlines()[0]
+        raise SourceError(f"findings history {path} cannot be created: {reason}") from None
+    finally:
         for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
             try:
                 leftover.unlink()
             except OSError:
                 pass
-        reason = os.strerror(exc.errno) if isinstance(exc, OSError) and exc.errno else str(exc).splitlines()[0]
-        raise SourceError(f"findings history {path} cannot be created: {reason}") from None
 
 
 @contextmanager
@@ -122,7 +127,23 @@ def _ts(text: str | None) -> dt.datetime | None:
 
 
 def record(config: Config, report: AuditReport) -> str:
-    """Store one audit run; returns its id."""
+    """Store one audit run; returns its id. A history that cannot take it (a full disk, a damaged
+    file, a server's refusal) is a SourceError saying where and why: the audit says it as a warning
+    and its report stands; the transaction leaves nothing half-recorded."""
+    from eoctl.stores.connection import DRIVER_MODULES, describe
+
+    try:
+        return _record(config, report)
+    except Exception as exc:
+        if isinstance(exc, EoctlError) or not (isinstance(exc, OSError)
+                                               or type(exc).__module__.startswith(DRIVER_MODULES)):
+            raise
+        where = describe(store_named(config, config.history.store)) if config.history.store else config.history.path
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise SourceError(f"findings history {where} cannot be written: {reason}") from None
+
+
+def _record(config: Config, report: AuditReport) -> str:
     run = report.run
     counts = {code: row["count"] for code, row in report.summary().items()}
     with deferred(), history_db(config, create=True) as db:  # a signal waits for the commit: no half-recorded run

@@ -155,3 +155,41 @@ def test_the_history_lives_in_any_store(kind: str, request: pytest.FixtureReques
     assert items() == 2400
     with pytest.raises(Exception, match="run 'r9' is not in the findings history"):
         history.show(config, "r9")
+
+
+@pytest.mark.integration
+def test_a_history_that_cannot_be_written_is_a_warning_and_the_report_stands(tmp_path: Path) -> None:
+    """A damaged history file: the audit prints its report and exits as its findings say, with a
+    warning naming the history and why (before: exit 3, an internal error, no report)."""
+    chaos = recorded_copy(tmp_path)
+    args = ("--config", str(chaos.config_path), "--engine", "duckdb", "--format", "json", "audit")
+    assert run_eoctl(*args).code == 1
+    path = chaos.config_path.parent / "eoctl-history.duckdb"
+    with path.open("r+b") as fh:
+        fh.truncate(path.stat().st_size // 2)
+    damaged = run_eoctl(*args)
+    assert damaged.code == 1, damaged.stderr[-2000:]
+    assert json.loads(damaged.stdout)["findings"]
+    assert f"eoctl: warning: the run was not recorded in the findings history: findings history {path} cannot " \
+           "be written" in damaged.stderr and "internal error" not in damaged.stderr
+
+
+@pytest.mark.integration
+def test_audits_creating_the_history_at_once_are_all_recorded(tmp_path: Path) -> None:
+    """Ten audits ending together on a configuration without a history yet: each run is recorded in
+    the one file (before, a later creation renamed an empty file over the recorded one: 1-4 runs
+    lost, and one audit exited 3)."""
+    import subprocess
+    import sys
+
+    chaos = recorded_copy(tmp_path)
+    cmd = [sys.executable, "-m", "eoctl", "--config", str(chaos.config_path), "--engine", "duckdb", "--format",
+           "json", "audit", "--select", "EO101"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(10)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 10, [err[-500:] for _, err in outs if "warning" in err or err]
+    ids = {json.loads(out)["run"]["id"] for out, _ in outs}
+    assert all("not recorded" not in err for _, err in outs)
+    listed = run_eoctl("--config", str(chaos.config_path), "--format", "json", "findings", "list", "--limit", "20")
+    assert listed.code == 0, listed.stderr
+    assert {r["run_id"] for r in json.loads(listed.stdout)["runs"]} == ids
