@@ -47,9 +47,23 @@ def _ensure_tables(db: Db) -> None:
         db.execute(f"create table if not exists {db.table(RUNS)} (run_id varchar primary key, "
                    "command varchar not null, started_at timestamptz not null, finished_at timestamptz, "
                    "status varchar not null, summary text)")
+        if "holder_scope" not in (db.columns(LEASES) or ()):  # added later: leases made before have none
+            db.execute(f"alter table {db.table(LEASES)} add column holder_scope varchar")
 
     # every changing command's first statements (every lease call comes here): several may start at once
-    db.make(LEASES, lambda: db.columns(LEASES) is not None and db.columns(RUNS) is not None, create)
+    db.make(LEASES, lambda: "holder_scope" in (db.columns(LEASES) or ()) and db.columns(RUNS) is not None, create)
+
+
+def process_scope() -> str | None:
+    """Where this process's pid means this process: the boot (a reboot reuses pids) and the pid
+    namespace (a container on the same hostname has pids of its own). None where Linux's /proc
+    does not say: a pid is then never taken for a dead holder."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            boot = fh.read().strip()
+        return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return None
 
 
 @dataclass
@@ -74,32 +88,36 @@ class Lease:
         database = self._duckdb_path()
         if database is not None:
             return self._acquire_file(database)
-        host, pid, now = socket.gethostname(), os.getpid(), utcnow()
+        host, pid, now, scope = socket.gethostname(), os.getpid(), utcnow(), process_scope()
         ttl = dt.timedelta(seconds=self.config.ops.lease_ttl_seconds)
         with self._db() as db:
             _ensure_tables(db)
-            rows = db.execute(f"select run_id, holder_host, holder_pid, renewed_at from {db.table(LEASES)} "
-                              "where name = %s", [self.name])
+            rows = db.execute(f"select run_id, holder_host, holder_pid, renewed_at, holder_scope "
+                              f"from {db.table(LEASES)} where name = %s", [self.name])
             if not rows:
                 try:
-                    db.execute(f"insert into {db.table(LEASES)} values (%s, %s, %s, %s, %s, %s)",
-                               [self.name, self.run_id, host, pid, now, now])
+                    db.execute(f"insert into {db.table(LEASES)} (name, run_id, holder_host, holder_pid, acquired_at, "
+                               "renewed_at, holder_scope) values (%s, %s, %s, %s, %s, %s, %s)",
+                               [self.name, self.run_id, host, pid, now, now, scope])
                 except Exception as exc:  # a concurrent run inserted first (unique key)
                     if "duplicate" not in str(exc).lower() and "constraint" not in str(exc).lower():
                         raise
                     raise LeaseHeld(f"another {self.name} run took the lease at the same moment") from None
             else:
-                old_run, old_host, old_pid, renewed = rows[0]
+                old_run, old_host, old_pid, renewed, old_scope = rows[0]
                 renewed = renewed if renewed.tzinfo else renewed.replace(tzinfo=dt.timezone.utc)
-                stale = now - renewed > ttl or (old_host == host and not pid_alive(int(old_pid)))
+                # a pid missing here is a dead holder only in this boot and pid namespace: a
+                # container beside this one on the same hostname has its own pids (else: the TTL)
+                here = old_host == host and scope is not None and old_scope == scope
+                stale = now - renewed > ttl or (here and not pid_alive(int(old_pid)))
                 if not stale:
                     age = int((now - renewed).total_seconds())
                     raise LeaseHeld(f"{self.name} is already running: run {old_run} on {old_host} pid {old_pid}, "
                                     f"lease renewed {age}s ago")
                 # compare-and-set on the old holder: of two runs taking over, one wins
                 taken = db.rowcount(f"update {db.table(LEASES)} set run_id = %s, holder_host = %s, holder_pid = %s, "
-                                    "acquired_at = %s, renewed_at = %s where name = %s and run_id = %s",
-                                    [self.run_id, host, pid, now, now, self.name, old_run])
+                                    "acquired_at = %s, renewed_at = %s, holder_scope = %s where name = %s and run_id = %s",
+                                    [self.run_id, host, pid, now, now, scope, self.name, old_run])
                 if taken != 1:
                     raise LeaseHeld(f"another {self.name} run took over the stale lease at the same moment")
         return self
@@ -117,15 +135,18 @@ class Lease:
         except BaseException:
             os.close(fd)
             raise
-        holder = _holder_of_removed(Path(f"{database}.eoctl-{self.name}.lock"))
+        # who holds it, for the refusal message of the next run, and which database and lease it
+        # is the lock of (another file may be: see _holder_elsewhere)
+        identity = _file_identity(database)
+        info = json.dumps({"run_id": self.run_id, "host": socket.gethostname(), "pid": os.getpid(),
+                           "acquired_at": utcnow().isoformat(timespec="seconds"),
+                           "database": identity, "lease": self.name}).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, info, 0)
+        holder = _holder_elsewhere(fd, identity, self.name)
         if holder is not None:
             os.close(fd)
             raise LeaseHeld(f"{self.name} is already running: {holder}")
-        # who holds it, for the refusal message of the next run (not part of the lock itself)
-        info = json.dumps({"run_id": self.run_id, "host": socket.gethostname(), "pid": os.getpid(),
-                           "acquired_at": utcnow().isoformat(timespec="seconds")}).encode()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, info, 0)
         self._lock_fd = fd
         return self
 
@@ -153,29 +174,50 @@ class Lease:
         self.release()
 
 
-def _holder_of_removed(lock: Path) -> str | None:
-    """The process that holds a flock on an earlier file of `lock`'s path that was removed while
-    held (`rm` of the lock file during a run): the new file's flock cannot see it, so without this
-    a second run would get in. Linux's /proc/locks names the pids holding flocks, and a pid's open
-    descriptors show the removed path; elsewhere None (nothing to read)."""
+def _file_identity(path: Path) -> str:
+    """A file's device and inode: the same for every path to it (a hard link, a symlink)."""
+    st = os.stat(path)
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def _holder_elsewhere(own: int, database: str, lease: str) -> str | None:
+    """A process holding `lease` of `database` (its device:inode) through another lock file than
+    `own`'s: the lock file was removed or renamed during a run, or the database is reached by
+    another path (a hard link). Each lock file says which database and lease it locks; Linux's
+    /proc/locks names every file held by a flock and its holder, and the holder's descriptor
+    reads the file whatever its path is now. Elsewhere None (nothing to read): the lock file's
+    own flock is all there is."""
     try:
         with open("/proc/locks", encoding="ascii", errors="replace") as fh:
-            pids = {int(f[4]) for f in (line.split() for line in fh)
-                    if len(f) > 4 and f[1] == "FLOCK" and f[3] == "WRITE" and f[4].isdigit()}
+            held = [(int(f[4]), f[5]) for f in (line.split() for line in fh)
+                    if len(f) > 5 and f[1] == "FLOCK" and f[3] == "WRITE" and f[4].isdigit()]
     except OSError:
         return None
-    removed = f"{lock.resolve()} (deleted)"
-    for pid in sorted(pids):  # this process too: another lease of it may hold the removed file
+    mine = os.fstat(own)
+    for pid, where in held:
         try:
+            major, minor, inode = where.split(":")
+            if (int(inode), int(major, 16), int(minor, 16)) == (mine.st_ino, os.major(mine.st_dev),
+                                                                os.minor(mine.st_dev)):
+                continue  # this lease's own file
             fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
+        except (OSError, ValueError):
             continue
         for fd in fds:
+            link = f"/proc/{pid}/fd/{fd}"
             try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == removed:
-                    return f"pid {pid} holds the lease through its lock file {lock}, which was removed meanwhile"
-            except OSError:
+                st = os.stat(link)
+                if st.st_ino != int(inode) or (os.major(st.st_dev), os.minor(st.st_dev)) != (int(major, 16),
+                                                                                                int(minor, 16)):
+                    continue
+                with open(link, "rb") as fh:
+                    info = json.loads(fh.read(4096) or b"{}")
+                path = os.readlink(link)
+            except (OSError, ValueError):
                 continue
+            if isinstance(info, dict) and info.get("database") == database and info.get("lease") == lease:
+                return (f"run {info.get('run_id')} (pid {pid}) holds the lease through the lock file {path}, "
+                        "whose path is not this one's (removed, renamed, or the database reached by another path)")
     return None
 
 
