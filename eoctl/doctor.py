@@ -274,8 +274,8 @@ class _Doctor:
                users: list[str]) -> None:
         """One endpoint table: it exists (intents may not: a warning), has its columns, and the rows
         of endpoints sharing it can be told apart by its owner column (eoctl.stores.layout)."""
-        from eoctl.stores.connection import table_columns
-        from eoctl.stores.layout import OPTIONAL, OWNER, WITHOUT
+        from eoctl.stores.connection import describe, table_columns
+        from eoctl.stores.layout import OPTIONAL, OWNER, WITHOUT, missing_column, needed_columns
 
         check = f"table {table} ({owner})"
         found = table_columns(conn, store, table)
@@ -289,11 +289,11 @@ class _Doctor:
                          f"{store.schema_name}", f"create it, or map {owner}.table to the right name")
             return
         owner_column = columns[OWNER[kind]]
-        missing = [c for canonical, c in columns.items() if c not in found and canonical != OWNER[kind]]
-        if missing:
-            self.add(component, check, Status.FAIL,
-                     f"table {table} lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
-                     f"add the column, or map it in {owner}.columns")
+        sent_column = columns.pop("sent", None)
+        wrong = missing_column(f"table {table} ({describe(store)}, schema {store.schema_name})", found,
+                               needed_columns(owner, kind, columns, sent_column))
+        if wrong is not None:  # the sentence every command refuses the table with
+            self.add(component, check, Status.FAIL, str(wrong), "add the column, or set the key it names")
             return
         if owner_column in found:
             if self._misnamed(component, check, store_name, table, kind):
@@ -393,6 +393,7 @@ class _Doctor:
 
     def sinks(self, ep_name: str, ep: EndpointConfig) -> None:
         from eoctl.engine.spark.stores import read_table
+        from eoctl.expr.inputs import check_sink_columns
 
         for sink in ep.sinks:
             component = f"endpoints.{ep_name}.sinks.{sink.name}"
@@ -407,9 +408,7 @@ class _Doctor:
                     columns = list(read_sink(self.duck, self.config, sink, "doctor_sink", {}, check_columns=False))
                 else:
                     columns = read_table(self.spark, self.config, sink).columns
-                missing = [c for c in sink.configured_columns if c not in columns]
-                if missing:
-                    raise EoctlError(f"sink lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+                check_sink_columns(self.config, sink, list(columns))  # as every command refuses it
                 return f"{len(columns)} columns, {sink.message_id_column} present"
 
             self.attempt(component, "readable with its columns", readable,

@@ -15,7 +15,7 @@ from eoctl.audit import select_codes
 from tests.helpers.audits import audit_duckdb, audit_spark
 from eoctl.config import load_config
 from eoctl.config.model import Config
-from eoctl.errors import UsageError
+from eoctl.errors import Misconfigured, UsageError
 from eoctl.expr.incremental import STATES
 from eoctl.options import AuditOptions
 from eoctl.findings import AuditReport
@@ -206,8 +206,6 @@ def test_a_watermark_that_cannot_be_kept_reads_the_sink_whole_and_says_why(spark
     one line on both engines."""
     import duckdb
 
-    from eoctl.errors import SourceError
-
     chaos = recorded_copy(tmp_path)
     text = chaos.config_path.read_text()
     chaos.config_path.write_text(text.replace('watermark_column = "applied_at"', 'watermark_column = "invoice_id"'))
@@ -226,9 +224,9 @@ def test_a_watermark_that_cannot_be_kept_reads_the_sink_whole_and_says_why(spark
     chaos.config_path.write_text(text.replace('watermark_column = "applied_at"', 'watermark_column = "written_at"'))
     config = load_config(chaos.config_path)
     for engine in (None, spark):
-        with pytest.raises(SourceError, match="sink shipments has no column 'written_at'") as refused:
+        with pytest.raises(Misconfigured, match="sink shipments has no column 'written_at'") as refused:
             _recorded(engine, config, codes, since_last=True)
-        assert "applied_at" in (refused.value.hint or "")
+        assert refused.value.exit_code == 6 and "applied_at" in str(refused.value)
         assert "which endpoints.shipping.sinks[0].watermark_column names" in str(refused.value)
 
 

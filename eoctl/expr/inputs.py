@@ -74,14 +74,15 @@ def undecodable_table() -> ir.Table:
 
 
 def check_sink_columns(config: Config, sink: SinkConfig, columns: list[str]) -> None:
-    """A SourceError naming the first configured column the sink lacks, the key that names it, and
-    the columns it has."""
-    from eoctl.errors import SourceError
+    """A Misconfigured (exit 6) naming the first configured column the sink lacks, the key that
+    names it, and the columns it has: the sentence of a store table's (stores.layout.missing_column)."""
+    from eoctl.errors import Misconfigured
+    from eoctl.stores.layout import missing_column
 
-    for key, needed in sink.columns_by_key:
-        if needed not in columns:
-            raise SourceError(f"sink {sink.name} has no column {needed!r}, which {config.sink_key(sink)}.{key} names",
-                              hint=f"set it to columns the sink has: {', '.join(columns)}")
+    wrong = missing_column(f"sink {sink.name}", columns,
+                           [(f"{config.sink_key(sink)}.{key}", needed) for key, needed in sink.columns_by_key])
+    if wrong is not None:
+        raise Misconfigured(wrong)
 
 
 @dataclass

@@ -110,6 +110,26 @@ class Disagreement(str):
     configured column it lacks): a configuration problem, not an unreachable source."""
 
 
+def needed_columns(key: str, kind: str, columns: dict[str, str], sent_column: str | None = None
+                   ) -> list[tuple[str, str]]:
+    """(configuration key, column) of every column eoctl reads from a `kind` table configured at
+    `key` (`endpoints.billing.tokens`): each canonical column but the owner (a table without it is
+    the endpoint's alone), and an outbox's sent_column."""
+    out = [(f"{key}.columns.{canonical}", column) for canonical, column in columns.items() if canonical != OWNER[kind]]
+    return out + ([(f"{key}.sent_column", sent_column)] if sent_column is not None else [])
+
+
+def missing_column(what: str, found: list[str], needed: list[tuple[str, str]]) -> Disagreement | None:
+    """The one sentence of a configured column a table or sink (`what`: "table T (where)") lacks:
+    what was found and the key to set (every command refuses it with exit 6; doctor fails the
+    row with it)."""
+    for key, column in needed:
+        if column not in found:
+            return Disagreement(f"{what} has no column '{inert(column)}', which {key} names "
+                                f"(its columns: {', '.join(inert(c) for c in found)})")
+    return None
+
+
 def sent_condition(column_sql: str, values: tuple[str, ...] | None, dialect: str = "duckdb") -> str:
     """SQL true for a sent row, never NULL: `column_sql` holds one of `values` (compared as text), or,
     without values, is set and not false (a flag, a sent-at time, a dispatch id). Values are the
@@ -319,10 +339,10 @@ class StoreLayout:
         columns = spec.columns.model_dump()
         owner_column = columns[OWNER[kind]]
         sent_column = getattr(spec, "sent_column", None)
-        if sent_column is not None and sent_column not in found:
-            return Disagreement(f"table {spec.table} ({describe(store)}, schema {store.schema_name}) has no column "
-                    f"'{inert(sent_column)}', which endpoints.{endpoint}.outbox.sent_column names "
-                    f"(its columns: {', '.join(inert(c) for c in found)})")
+        wrong = missing_column(f"table {spec.table} ({describe(store)}, schema {store.schema_name})", found,
+                               needed_columns(f"endpoints.{endpoint}.{kind}", kind, columns, sent_column))
+        if wrong is not None:
+            return wrong
         return EndpointTable(
             endpoint, kind, store_name, store, spec.table, columns, ep.name_in_store or endpoint,
             owner_column if owner_column in found else None,
