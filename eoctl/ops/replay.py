@@ -394,6 +394,13 @@ def replay(config: Config, options: ReplayOptions,
         return ReplayResult(run_id, False, [EntryOutcome(e.endpoint, e.entry_id, e.age_seconds, e.messages,
                                                          e.tokens_committed, "planned")
                                             for e in find_stuck(layout, options)])
+    if not config.kafka:  # before the lease and the stores: nothing can be sent
+        archived = sorted(n for n, ep in config.endpoints.items() if ep.input is not None and ep.input.archive)
+        raise UsageError("replay-outbox --execute sends the entries' messages through a live broker, and no "
+                         "[kafka.NAME] connection is configured"
+                         + (f" (endpoints {', '.join(archived)} read topic archives)" if archived else ""),
+                         hint="add a [kafka.NAME] connection to the broker the pipeline produces to; the plan "
+                              "(without --execute) needs none")
     table = routes(config)
     log = RunLog(config)
     outcomes: list[EntryOutcome] = []
