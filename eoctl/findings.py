@@ -232,7 +232,7 @@ CATALOG: dict[str, CodeInfo] = {
            remedy=_R("a prepared blob is named by no record and no pending entry, older than the grace period: its "
                      "attempt never committed",
                      "none for correctness; storage grows",
-                     "collect them: the plan first, then --execute (quarantined, restorable until --retention)",
+                     "collect them: the plan first, then --execute (quarantined, restorable until --keep-removed)",
                      "`eoctl audit --select EO401` finds nothing", "eoctl gc-blobs")),
         _C("EO402", "blobs", Severity.CRITICAL, "record references a blob that does not exist",
            ("name", "topic", "partition", "offset"), ("message_id",),

@@ -90,7 +90,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
         # something left in the quarantine: said, and not a success (the run stays restorable)
         return int(ExitCode.RUNTIME) if result.not_restored and result.executed else 0
     options = GcOptions(now=app.started_at, grace=parse_duration(grace, "--grace"), max_deletes=max_deletes, batch_size=batch_size,
-                        retention=parse_duration(retention, "--retention"), endpoints=endpoint, execute=execute,
+                        retention=parse_duration(retention, "--keep-removed"), endpoints=endpoint, execute=execute,
                         evidence_rows=evidence_rows)
     try:
         from eoctl.config import paths
@@ -121,6 +121,12 @@ _BATCH = typer.Option("--batch-size", min=1, max=10_000, metavar="N", help="rows
 _RESTORE = typer.Option("--restore", metavar="RUN_ID", help="put back what run RUN_ID removed (with --execute)")
 _METRICS = typer.Option("--metrics-file", metavar="FILE", help="write Prometheus textfile-collector metrics to this file")
 _SAMPLE = typer.Option("--evidence-rows", min=0, metavar="N", help="planned rows shown as evidence")
+#: the name it had first: taken still, not shown (an outbox's own `retention` is another thing)
+_RETENTION = typer.Option("--retention", metavar="DURATION", hidden=True)
+
+
+def _kept_for(keep_removed: str, retention: str | None) -> str:
+    return retention if retention is not None else keep_removed
 
 
 def gc_tokens(
@@ -129,7 +135,8 @@ def gc_tokens(
     grace: Grace = "24h",
     max_deletes: Annotated[int, _MAX] = 10_000,
     batch_size: Annotated[int, _BATCH] = 500,
-    retention: Annotated[str, typer.Option(metavar="DURATION", help="how long the journal keeps removed tokens for --restore")] = "7d",
+    keep_removed: Annotated[str, typer.Option("--keep-removed", metavar="DURATION", help="how long the journal keeps removed tokens for --restore")] = "7d",
+    retention: Annotated[Optional[str], _RETENTION] = None,
     endpoint: Endpoints = None,
     restore: Annotated[Optional[str], _RESTORE] = None,
     metrics_file: Annotated[Optional[Path], _METRICS] = None,
@@ -139,7 +146,7 @@ def gc_tokens(
     default; with --execute deletes in batches, each journaled first in its own transaction, under
     a lease so two runs never overlap (the second exits with code 4). Never touches a live,
     referenced, leaked or young token."""
-    return _gc(ctx, "gc-tokens", execute, grace, max_deletes, batch_size, retention, endpoint, restore,
+    return _gc(ctx, "gc-tokens", execute, grace, max_deletes, batch_size, _kept_for(keep_removed, retention), endpoint, restore,
                metrics_file, evidence_rows)
 
 
@@ -149,16 +156,17 @@ def gc_blobs(
     grace: Grace = "24h",
     max_deletes: Annotated[int, _MAX] = 10_000,
     batch_size: Annotated[int, _BATCH] = 500,
-    retention: Annotated[str, typer.Option(metavar="DURATION", help="how long quarantined blobs are kept before they are purged")] = "7d",
+    keep_removed: Annotated[str, typer.Option("--keep-removed", metavar="DURATION", help="how long quarantined blobs are kept for --restore before they are purged")] = "7d",
+    retention: Annotated[Optional[str], _RETENTION] = None,
     endpoint: Endpoints = None,
     restore: Annotated[Optional[str], _RESTORE] = None,
     metrics_file: Annotated[Optional[Path], _METRICS] = None,
     evidence_rows: Annotated[int, _SAMPLE] = 20,
 ) -> int:
     """Move orphaned prepared blobs older than --grace to the quarantine folder (purged after
-    --retention). Plans by default; --execute changes, under a lease. Never touches a blob a record
+    --keep-removed). Plans by default; --execute changes, under a lease. Never touches a blob a record
     or a pending entry names, nor a young one."""
-    return _gc(ctx, "gc-blobs", execute, grace, max_deletes, batch_size, retention, endpoint, restore,
+    return _gc(ctx, "gc-blobs", execute, grace, max_deletes, batch_size, _kept_for(keep_removed, retention), endpoint, restore,
                metrics_file, evidence_rows)
 
 
@@ -167,7 +175,8 @@ def gc_outbox(
     execute: Annotated[bool, _EXECUTE] = False,
     max_deletes: Annotated[int, _MAX] = 10_000,
     batch_size: Annotated[int, _BATCH] = 500,
-    retention: Annotated[str, typer.Option(metavar="DURATION", help="how long the journal keeps removed rows for --restore")] = "7d",
+    keep_removed: Annotated[str, typer.Option("--keep-removed", metavar="DURATION", help="how long the journal keeps removed rows for --restore (the outbox's own `retention` says which rows are removed)")] = "7d",
+    retention: Annotated[Optional[str], _RETENTION] = None,
     endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="only these endpoints' outboxes; repeatable")] = None,
     restore: Annotated[Optional[str], _RESTORE] = None,
     metrics_file: Annotated[Optional[Path], _METRICS] = None,
@@ -177,5 +186,5 @@ def gc_outbox(
     outbox's retention (by updated_at): the cleanup EO303 asks for. Plans by default; with --execute
     deletes in batches, each journaled first in its own transaction that re-checks the row, under a
     lease (a second run exits with code 4). Never touches a pending row."""
-    return _gc(ctx, "gc-outbox", execute, "0s", max_deletes, batch_size, retention, endpoint, restore,
+    return _gc(ctx, "gc-outbox", execute, "0s", max_deletes, batch_size, _kept_for(keep_removed, retention), endpoint, restore,
                metrics_file, evidence_rows)

@@ -55,7 +55,7 @@ class GcResult:
     tallies: list[Tally]
     sample: list[dict[str, Any]] = field(default_factory=list)  # first planned rows (evidence)
     finished_leftovers: list[str] = field(default_factory=list)  # killed runs this run completed
-    purged: int = 0  # journal rows / quarantined blobs past --retention removed for good
+    purged: int = 0  # journal rows / quarantined blobs past --keep-removed removed for good
     duration_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # what the plan could not use (no intents table)
     #: endpoint tables whose owner column never holds the endpoint's name: not collected from
@@ -66,11 +66,24 @@ class GcResult:
         return {k: sum(getattr(t, k) for t in self.tallies) for k in keys}
 
     def summary(self) -> dict[str, Any]:
-        """The one-line JSON summary for cron."""
-        return {"command": self.command, "run_id": self.run_id, "executed": self.executed,
-                "grace_seconds": self.grace_seconds, **self.totals(), "purged": self.purged,
+        """The one-line JSON summary for cron, in the command's own words (field_names), with the
+        first planned rows."""
+        named = field_names(self.command)
+        age = {} if self.command == "gc-outbox" else {"grace_seconds": self.grace_seconds}  # each outbox's retention
+        return {"command": self.command, "run_id": self.run_id, "executed": self.executed, **age,
+                **{named.get(k, k): v for k, v in self.totals().items()}, "purged": self.purged,
                 "finished_leftovers": self.finished_leftovers, "duration_seconds": round(self.duration_seconds, 3),
-                "notes": self.notes, "misnamed": self.misnamed, "endpoints": [asdict(t) for t in self.tallies]}
+                "notes": self.notes, "misnamed": self.misnamed,
+                "endpoints": [{named.get(k, k): v for k, v in asdict(t).items()} for t in self.tallies],
+                "planned_rows": self.sample}
+
+
+#: a Tally's counts as a command's JSON and metrics name them, where its own word differs
+_FIELD_NAMES = {"gc-outbox": {"garbage": "sent", "skipped_young": "skipped_within_retention"}}
+
+
+def field_names(command: str) -> dict[str, str]:
+    return _FIELD_NAMES.get(command, {})
 
 
 @dataclass
@@ -344,12 +357,18 @@ def write_metrics(path: Path, result: GcResult, success: bool) -> None:
     """gc's Prometheus textfile (eoctl.metrics): per endpoint, what was planned, removed and left."""
     from eoctl.metrics import Metric, write_textfile
 
-    metrics = [Metric(key, help_text, [({"endpoint": t.endpoint}, getattr(t, key)) for t in result.tallies])
+    named = field_names(result.command)
+    outbox = result.command == "gc-outbox"
+    metrics = [Metric(named.get(key, key), help_text, [({"endpoint": t.endpoint}, getattr(t, key))
+                                                       for t in result.tallies])
                # per endpoint only: a total beside labelled series would be double-counted by sum()
-               for key, help_text in (("planned", "items planned for removal (garbage past the grace period)"),
-                                      ("deleted", "items removed (journaled or quarantined first)"),
-                                      ("skipped_young", "garbage left because it is younger than the grace period"),
-                                      ("skipped_over_limit", "garbage left for the next run by --max-deletes"),
-                                      ("skipped_changed", "items that changed between plan and delete"))]
+               for key, help_text in (
+                   ("planned", "sent rows planned for removal (past their outbox's retention)" if outbox else
+                    "items planned for removal (garbage past the grace period)"),
+                   ("deleted", "items removed (journaled or quarantined first)"),
+                   ("skipped_young", "sent rows left because they are within their outbox's retention" if outbox
+                    else "garbage left because it is younger than the grace period"),
+                   ("skipped_over_limit", "garbage left for the next run by --max-deletes"),
+                   ("skipped_changed", "items that changed between plan and delete"))]
     metrics.append(Metric("duration_seconds", "wall time of the last run", [({}, round(result.duration_seconds, 3))]))
     write_textfile(path, "eoctl_" + result.command.replace("-", "_"), metrics, success)

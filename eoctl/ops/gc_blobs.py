@@ -3,7 +3,7 @@
 Nothing is deleted at once: a blob is recorded in the journal table (`eoctl_journal_blobs` in its
 endpoint's store, state `moving`), then moved to `<prefix>/<ops.quarantine>/<run id>/<name>`, then
 marked `quarantined`; the intents that registered it are journaled and deleted with it. A later
-run purges quarantined blobs older than --retention. A run killed mid-way leaves `moving` rows that
+run purges quarantined blobs older than --keep-removed. A run killed mid-way leaves `moving` rows that
 the next run completes. `--restore RUN` moves a run's blobs back and restores their intents.
 Blob stores are reached through fsspec (local files, s3://, gs://, ... with their fsspec packages).
 """
@@ -198,7 +198,7 @@ def finish_leftovers(layout: StoreLayout, log: RunLog, run_id: str, options: GcO
 
 
 def purge(layout: StoreLayout, options: GcOptions) -> int:
-    """Quarantined blobs older than --retention are deleted for good (and their intents' journal)."""
+    """Quarantined blobs older than --keep-removed are deleted for good (and their intents' journal)."""
     from eoctl.ops.journal import purge_journal
 
     before = utcnow() - options.retention

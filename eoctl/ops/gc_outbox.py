@@ -27,7 +27,7 @@ from eoctl.stores.layout import EndpointTable, StoreLayout
 
 COMMAND = "gc-outbox"
 #: the plan's evidence columns (besides endpoint and incoming_message_id)
-COLUMNS = ("attempt_id", "created_at", "updated_at")
+COLUMNS = ("attempt_id", "created_at", "updated_at", "age_seconds")
 
 
 def _cutoff(t: EndpointTable, config: Config, now: dt.datetime) -> dt.datetime:
@@ -90,8 +90,9 @@ class OutboxPlan:
                 f"select cast({key} as varchar), cast({t.q('attempt_id')} as varchar), {t.q('created_at')}, "
                 f"{t.q('updated_at')} from {db.table(t.table)} where {where}{owned} order by {key} limit %s",
                 [*params, *owner, limit])
+        now = self.options.now
         return [{"endpoint": t.endpoint, "incoming_message_id": m, "attempt_id": a, "created_at": _utc(c),
-                 "updated_at": _utc(u)} for m, a, c, u in rows]
+                 "updated_at": _utc(u), "age_seconds": _age(now, _utc(u))} for m, a, c, u in rows]
 
     def sample(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -115,6 +116,10 @@ class OutboxPlan:
 
     def release(self) -> None:
         pass
+
+
+def _age(now: dt.datetime, then: Any) -> int | None:
+    return int((now - then).total_seconds()) if isinstance(then, dt.datetime) else None
 
 
 def _utc(value: Any) -> Any:

@@ -104,7 +104,7 @@ def finish_leftovers(layout: StoreLayout, log: RunLog, run_id: str, options: GcO
 
 
 def purge(layout: StoreLayout, options: GcOptions) -> int:
-    """Journal rows older than --retention are removed for good (they can no longer be restored)."""
+    """Journal rows older than --keep-removed are removed for good (they can no longer be restored)."""
     before = utcnow() - options.retention
     purged = sum(purge_journal(t.store, t.table, before) for t in layout.distinct_tables("tokens"))
     for it in layout.distinct_tables("intents"):  # the intents journal also holds gc-blobs' rows: only token intents

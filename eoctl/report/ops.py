@@ -109,7 +109,11 @@ def render_gc(result: GcResult, console: Console, options: Sequence[str] = ()) -
                   str(tot["deleted"]) if result.executed else "-", str(tot["skipped_young"]),
                   str(tot["skipped_over_limit"]), str(tot["skipped_changed"]))
     console.print(table)
-    if result.sample:
+    if result.sample and outbox:  # the entry, when it was last updated (sent), and its age
+        console.print("first planned outbox rows (entry, sent, age):")
+        print_rows([{"endpoint": r["endpoint"], "entry": r["incoming_message_id"], "sent": r["updated_at"],
+                     "age": _age_text(r.get("age_seconds"))} for r in result.sample[:TOP_EVIDENCE]], console)
+    elif result.sample:
         console.print(f"first planned {what}:")
         _rows(result.sample, console)
     if result.executed:
@@ -119,6 +123,12 @@ def render_gc(result: GcResult, console: Console, options: Sequence[str] = ()) -
         if tot["deleted"]:
             console.print(Text.assemble("undo: ", restore_command(result.command, result.run_id, options)),
                           soft_wrap=True)
+
+
+def _age_text(seconds: int | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds / 86400:.1f}d" if seconds >= 86400 else f"{seconds / 3600:.1f}h"
 
 
 def gc_json(result: GcResult) -> dict[str, Any]:

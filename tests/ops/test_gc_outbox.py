@@ -129,3 +129,27 @@ def test_the_cli_prints_one_json_line_writes_metrics_and_restores(tmp_path: Path
     assert restored.code == 0, restored.stderr
     again = run_eoctl("--config", str(chaos.config_path), "--format", "json", "gc-outbox", "--endpoint", "billing")
     assert json.loads(again.stdout)["planned"] == 4
+
+
+def test_the_plan_names_its_own_fields_and_shows_the_rows_it_would_delete(tmp_path: Path) -> None:
+    """gc-outbox's JSON says sent / skipped_within_retention (not a token gc's garbage / young) and
+    lists the planned rows (entry, sent time, age); the text shows them too. How long the journal
+    keeps removed rows is --keep-removed, a name no outbox's `retention` can be taken for
+    (--retention, its first name, is still taken)."""
+    chaos = recorded_copy(tmp_path)
+    past = keep_sent_rows(chaos, LAYOUTS["status"], NOW)
+    args = ("--config", str(chaos.config_path), "gc-outbox", "--endpoint", "billing")
+    plan = run_eoctl(*args[:2], "--format", "json", *args[2:], "--keep-removed", "3d")
+    assert plan.code == 0, plan.stderr
+    doc = json.loads(plan.stdout)
+    assert (doc["sent"], doc["planned"], doc["skipped_within_retention"]) == (7, 4, 3)
+    assert "garbage" not in doc and "skipped_young" not in doc and "grace_seconds" not in doc
+    rows = doc["planned_rows"]
+    assert {(r["endpoint"], r["incoming_message_id"]) for r in rows} == {p for p in past if p[0] == "billing"}
+    assert all(r["age_seconds"] > 7 * 86400 and r["updated_at"] for r in rows)
+    text = run_eoctl(*args)
+    assert "first planned outbox rows (entry, sent, age):" in text.stderr
+    assert "entry=sent-billing-0" in text.stderr and "age=7.0d" in text.stderr
+    assert run_eoctl(*args, "--retention", "3d").code == 0
+    assert "--keep-removed" in run_eoctl("gc-outbox", "--help").stdout
+    assert "--retention" not in run_eoctl("gc-outbox", "--help").stdout

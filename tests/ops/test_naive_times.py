@@ -72,7 +72,7 @@ def _eoctl(chaos: ChaosRun, *args: str):
 def test_gc_outbox_and_eo303_count_naive_times_as_utc_in_any_zone(naive) -> None:
     chaos, table = naive
     plan = _eoctl(chaos, "gc-outbox", "--endpoint", "billing")
-    assert plan["planned"] == 4 and plan["skipped_young"] == 6
+    assert plan["planned"] == 4 and plan["skipped_within_retention"] == 6
     audit = _eoctl(chaos, "--engine", "duckdb", "audit", "--select", "EO303", "--no-record", "-e", "billing")
     (eo303,) = [f for f in audit["findings"] if f["code"] == "EO303"]
     assert eo303["count"] == 4, eo303
