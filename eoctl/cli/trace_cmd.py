@@ -21,8 +21,8 @@ def trace(
     until: Annotated[Optional[str], typer.Option(metavar="TIME", help="read only records before this ISO time")] = None,
     window: Annotated[str, typer.Option("--window", metavar="DURATION", help="how far around what the stores know to read")] = "24h",
     full_scan: Annotated[bool, typer.Option("--full-scan", help="read every record, whatever the stores know")] = False,
-    stuck_after: Annotated[str, typer.Option("--stuck-after", metavar="DURATION", help="outbox entries pending longer are stuck")] = "15m",
-    grace: Annotated[str, typer.Option(metavar="DURATION", help="tokens younger than this are not orphans")] = "24h",
+    stuck_after: Annotated[Optional[str], typer.Option("--stuck-after", metavar="DURATION", help="outbox entries pending longer are stuck (default: [audit] stuck_after, else 15m, as the audit)")] = None,
+    grace: Annotated[Optional[str], typer.Option(metavar="DURATION", help="tokens younger than this are not orphans (default: [audit] grace, else 24h, as the audit)")] = None,
 ) -> int:
     """Everything eoctl can see about one logical message: every copy on every input topic, its
     tokens, the outbox entry that holds it and the one its processing left, intents, blobs and sink
@@ -43,11 +43,13 @@ def trace(
     else:
         assert idents
         lookup = Lookup("token_id" if token else "message_id", idents[0], values=list(dict.fromkeys(idents)))
+    config = app.config()
+    # the audit's settings unless a flag says otherwise: both classify one token or entry alike
     options = TraceOptions(
         since=parse_time(since, "--since") if since else None, until=parse_time(until, "--until") if until else None,
         window=parse_duration(window, "--window"), full_scan=full_scan,
-        stuck_after=parse_duration(stuck_after, "--stuck-after"), grace=parse_duration(grace, "--grace"))
-    config = app.config()
+        stuck_after=parse_duration(stuck_after or config.audit.stuck_after, "--stuck-after"),
+        grace=parse_duration(grace or config.audit.grace, "--grace"))
     with progress(not app.json) as step:
         from eoctl.config import paths
 

@@ -16,6 +16,8 @@ class Verdict(str, Enum):
     processed_twice = "processed twice"
     will_be_processed_twice = "will be processed twice"
     in_flight = "in flight"
+    #: in flight, and the outbox entry it waits in is pending past --stuck-after (EO301): replay it
+    stuck = "stuck"
     lost = "lost"
     ghost = "ghost"
     never_sent = "never sent"
@@ -26,9 +28,11 @@ class Verdict(str, Enum):
 
     @property
     def bad(self) -> bool:
-        """A verdict an operator must act on (exit code 1); not found is not one (exit code 5: most
-        often a typo, which must not read as data loss)."""
-        return self in (Verdict.processed_twice, Verdict.will_be_processed_twice, Verdict.lost, Verdict.ghost)
+        """A verdict an operator must act on (exit code 1; a stuck entry too, as the audit's EO301 is
+        an error); not found is not one (exit code 5: most often a typo, which must not read as data
+        loss)."""
+        return self in (Verdict.processed_twice, Verdict.will_be_processed_twice, Verdict.lost, Verdict.ghost,
+                        Verdict.stuck)
 
 
 @dataclass

@@ -44,6 +44,12 @@ def decide_verdict(t: MessageTrace, hits: list[dict[str, Any]]) -> tuple[Verdict
                              + ("does not exist" if f["code"] == "EO402" else
                                 "does not match its sha256: it was overwritten")
                              for f in t.findings if f["code"] in ("EO402", "EO403")]
+        if code == "EO503":
+            done = next((c for c in t.copies if c.processed), None)
+            copy = (f"at {position(done)} by {done.consumer}" if done is not None else
+                    f"at {ev.get('topic')}/{ev.get('partition')}@{ev.get('offset')}")
+            return verdict, [f"processed {copy} (offset committed, token gone), and its effect is in no row of "
+                             f"sink {first['where']}, which must hold every message"]
         return verdict, [f"in flight at {ev.get('topic')}/{ev.get('partition')}@{ev.get('offset')} but its token "
                          f"{ev.get('token_id')} is gone: the consumer will drop it as a duplicate, and its effect "
                          "is in no sink"]
@@ -59,7 +65,7 @@ def decide_verdict(t: MessageTrace, hits: list[dict[str, Any]]) -> tuple[Verdict
     if not t.copies:
         if t.emitted_by is not None:
             e = t.emitted_by
-            return Verdict.in_flight, [f"not sent yet: pending in the outbox of {e.endpoint} "
+            return Verdict.stuck if is_stuck(e) else Verdict.in_flight, [f"not sent yet: pending in the outbox of {e.endpoint} "
                                        f"(entry {e.incoming_message_id}, {age_text(e.age_seconds)} old"
                                        + (", stuck: replay-outbox sends it" if is_stuck(e) else "") + ")"]
         if t.tokens or t.intents:
@@ -75,7 +81,7 @@ def decide_verdict(t: MessageTrace, hits: list[dict[str, Any]]) -> tuple[Verdict
     open_entries = [e for e in t.caused_entries if not _entry_sent(e, hits)]
     if open_entries:
         e = open_entries[0]
-        return Verdict.in_flight, [f"consumed by {e.endpoint}, but the messages its processing emits are pending "
+        return Verdict.stuck if is_stuck(e) else Verdict.in_flight, [f"consumed by {e.endpoint}, but the messages its processing emits are pending "
                                    f"in the outbox ({age_text(e.age_seconds)} old"
                                    + (", stuck: replay-outbox sends them" if is_stuck(e) else "") + ")"]
     reasons = [f"consumed by {processed[0].consumer} at {position(processed[0])}"]
@@ -111,7 +117,7 @@ def what_to_do(t: MessageTrace) -> str:
         remedy = CATALOG[code].remedy if code else None
         if remedy is not None:
             return remedy.fix
-    if t.verdict is Verdict.in_flight and "EO301" in codes:
+    if t.verdict is Verdict.stuck:
         remedy = CATALOG["EO301"].remedy
         return remedy.fix if remedy else _ACTION[Verdict.in_flight]
     return _ACTION.get(t.verdict, "")

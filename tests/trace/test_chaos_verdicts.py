@@ -186,11 +186,11 @@ def test_verdict_stuck(spark, chaos) -> None:
     traced = _trace_many(spark, chaos, [m for e in stuck for m in [e["message_id"], *e["outgoing"]]])
     for e in stuck:
         m = traced[e["message_id"]]
-        assert m.verdict is Verdict.in_flight
+        assert m.verdict is Verdict.stuck  # EO301 names the entry its processing left
         assert [x.incoming_message_id for x in m.caused_entries] == [e["message_id"]]
         (out,) = e["outgoing"]
         held = traced[out]
-        assert held.verdict is Verdict.in_flight and held.copies == []
+        assert held.verdict is Verdict.stuck and held.copies == []
         assert held.emitted_by is not None and held.emitted_by.incoming_message_id == e["message_id"]
         assert "EO301" in _codes(m) and "EO301" in _codes(held)
 

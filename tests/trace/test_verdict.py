@@ -40,15 +40,16 @@ def test_tokens_without_any_copy_or_entry_were_never_sent() -> None:
     assert "no copy" in reasons[0]
 
 
-def test_a_pending_entry_holding_it_is_in_flight_and_stuck_when_eo301_names_its_entry() -> None:
+def test_a_pending_entry_holding_it_is_in_flight_or_stuck_when_eo301_names_its_entry() -> None:
     entry = Entry("shop", "c1", None, "a1", None, NOW - dt.timedelta(hours=2), [{"message_id": "m1"}],
                   age_seconds=7200)
     stuck = {"code": "EO301", "endpoint": "shop", "where": "eo_outbox",
              "evidence": {"incoming_message_id": "c1", "message_ids": ["m1"]}}
     verdict, reasons = _verdict_of(emitted_by=entry, findings=[stuck])
-    assert verdict is Verdict.in_flight and "stuck" in reasons[0] and "2.0h" in reasons[0]
+    assert verdict is Verdict.stuck and verdict.bad and "stuck" in reasons[0] and "2.0h" in reasons[0]
     # the age alone does not make it stuck: the check decides (its --stuck-after)
-    assert "stuck" not in _verdict_of(emitted_by=entry)[1][0]
+    calm, reasons = _verdict_of(emitted_by=entry)
+    assert calm is Verdict.in_flight and "stuck" not in reasons[0]
 
 
 def test_every_critical_finding_on_a_message_gives_a_verdict_to_act_on() -> None:
