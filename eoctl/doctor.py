@@ -415,6 +415,8 @@ class _Doctor:
                          "fix the sink's path/table or its message_id_column/key_columns")
 
     def run(self) -> DoctorReport:
+        for warning in self.config.warnings():
+            self.add("config", "has something to read", Status.WARN, warning)
         try:
             self.engine()
             self.kafka()

@@ -232,3 +232,19 @@ def test_doctor_in_a_pipe_is_a_table_a_log_shows_whole() -> None:
     table = [line for line in result.stderr.splitlines() if line[:1] in "┏┃┡│└"]
     assert table and max(len(line.rstrip()) for line in table) == PIPE_TABLE_WIDTH
     assert "…" not in result.stderr
+
+
+def test_a_configuration_without_endpoints_is_warned_of_by_config_check_and_doctor(tmp_path: Path) -> None:
+    import duckdb
+
+    duckdb.connect(str(tmp_path / "state.duckdb")).close()
+    config = tmp_path / "eoctl.toml"
+    config.write_text('[stores.state]\ntype = "duckdb"\npath = "state.duckdb"\n')
+    checked = run_eoctl("--config", str(config), "--format", "json", "config", "check")
+    assert checked.code == 0 and json.loads(checked.stdout)["warnings"] == [
+        "no endpoints are configured: every command has nothing to read (add an [endpoints.NAME] with its store, "
+        "input or sinks; `eoctl config init` writes a starter)"]
+    assert "eoctl: warning: no endpoints are configured" in run_eoctl("--config", str(config), "config", "check").stderr
+    doctor = run_eoctl("--config", str(config), "--engine", "duckdb", "--format", "json", "doctor")
+    warned = [c for c in json.loads(doctor.stdout)["checks"] if c["status"] == "warn"]
+    assert [c["detail"] for c in warned] == json.loads(checked.stdout)["warnings"]

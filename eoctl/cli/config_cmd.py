@@ -66,14 +66,18 @@ def check(ctx: typer.Context) -> int:
     missing = missing_paths(config)
     overlapping = blob_prefix_conflicts(config)  # gc-blobs would take these files for blobs
     problems = [*overlapping, *missing]
+    warnings = config.warnings()
     if app_ctx.json:
         emit_json({"config": str(path), "valid": not problems, "problems": problems, "missing_paths": missing,
-                   "resolved": resolved}, schema="eoctl.config-check/v1", run=app_ctx.run("config check"))
+                   "warnings": warnings, "resolved": resolved}, schema="eoctl.config-check/v1",
+                  run=app_ctx.run("config check"))
     else:
         if problems:
             _say_problems(path, problems)
         else:
             stderr_console().print(f"[green]{path}: valid[/]", highlight=False)
+        for warning in warnings:
+            stderr_console().print(f"eoctl: warning: {warning}", markup=False, highlight=False, soft_wrap=True)
         render_mapping(resolved, stderr_console())
     return int(ExitCode.USAGE if overlapping else ExitCode.RUNTIME if missing else ExitCode.OK)
 

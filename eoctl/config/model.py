@@ -565,6 +565,16 @@ class Config(Strict):
 
         raise UsageError("no store for the lease and run log: set ops.store or an endpoint's store")
 
+    def warnings(self) -> list[str]:
+        """What a valid configuration lacks for eoctl to do anything (config check and doctor say
+        it): no endpoint, or no endpoint with anything to read."""
+        if not self.endpoints:
+            return ["no endpoints are configured: every command has nothing to read (add an [endpoints.NAME] "
+                    "with its store, input or sinks; `eoctl config init` writes a starter)"]
+        idle = [n for n, ep in self.endpoints.items() if ep.store is None and ep.input is None and not ep.sinks
+                and not ep.blobs and all(getattr(ep, k).store is None for k in ("tokens", "outbox", "intents"))]
+        return [f"endpoint {n} has no store, input, sinks or blobs: nothing of it is read" for n in idle]
+
     def names_in_pipeline(self) -> dict[str, str]:
         """Each endpoint's name in the pipeline (name_in_store, default its own: its tables' owner
         column, its eo-producer header) -> the configuration's name of it."""
