@@ -28,6 +28,7 @@ from eoctl.cli import (
 from eoctl.cli.context import AppContext, EngineKind, OutputFormat
 from eoctl.cli.output import example
 from eoctl.errors import EoctlError, ExitCode, Interrupted
+from eoctl.inert import inert
 from eoctl.secrets import mask_text
 
 
@@ -300,31 +301,31 @@ def _report(exc: BaseException, debug: bool) -> int:
     if isinstance(exc, KeyboardInterrupt):  # a library's own SIGINT handler got in first
         print("eoctl: interrupted (SIGINT)", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
-    if isinstance(exc, EoctlError):
-        print(f"eoctl: error: {mask_text(exc.one_line())}", file=sys.stderr)
+    if isinstance(exc, EoctlError):  # inert: a name from data (an archive file's) may hold escapes
+        print(f"eoctl: error: {inert(mask_text(exc.one_line()))}", file=sys.stderr)
         return int(exc.exit_code)
     if not isinstance(exc, Exception):
         raise exc
     message = message_of(exc).strip()
     unwritable = write_failure(exc, message)
     if unwritable:  # a full disk or a folder it may not write: where, and why; nothing is left half-written
-        print(f"eoctl: error: {mask_text(unwritable)} (free space there, or point EOCTL_TMPDIR or the output "
+        print(f"eoctl: error: {inert(mask_text(unwritable))} (free space there, or point EOCTL_TMPDIR or the output "
               "elsewhere)", file=sys.stderr)
         return int(ExitCode.RUNTIME)
     unreadable = describe_engine_error(message)
     if unreadable:  # a truncated or corrupt file: which, and why, is what the operator needs
-        print(f"eoctl: error: {mask_text(unreadable)} (a half-written or corrupt file: restore it or move it away)",
+        print(f"eoctl: error: {inert(mask_text(unreadable))} (a half-written or corrupt file: restore it or move it away)",
               file=sys.stderr)
         return int(ExitCode.RUNTIME)
     short = out_of_memory(message)
     if short:
-        print(f"eoctl: error: {mask_text(short)}", file=sys.stderr)
+        print(f"eoctl: error: {inert(mask_text(short))}", file=sys.stderr)
         return int(ExitCode.RUNTIME)
     if debug:
         return int(ExitCode.RUNTIME)
     # masked before it is cut, so a cut never leaves the start of a secret unmasked
     text = mask_text(message).splitlines()[0][:300] if message else ""
-    print(f"eoctl: internal error: {type(exc).__name__}: {text} (rerun with --debug for the traceback)",
+    print(f"eoctl: internal error: {type(exc).__name__}: {inert(text)} (rerun with --debug for the traceback)",
           file=sys.stderr)
     return int(ExitCode.RUNTIME)
 

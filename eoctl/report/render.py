@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from eoctl.inert import inert
@@ -37,6 +38,24 @@ def cell(value: Any) -> str:
     """A value as text, whole (ids and keys are never cut) and inert (eoctl.inert: a control
     character of an id is printed escaped, and a line break never splits a row)."""
     return inert(value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False))
+
+
+#: characters Markdown reads as markup (links, emphasis, code spans, HTML, tables, headings)
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+
+
+def md_cell(value: Any) -> str:
+    """cell() for a Markdown table: every character Markdown acts on is escaped, so an id such as
+    `[fix](https://...)` is text in a ticket, never a live link, and `|` never ends a cell."""
+    return _MARKDOWN.sub(r"\\\1", cell(value))
+
+
+def md_code(text: str) -> str:
+    """`text` as one inline code span whatever backticks it holds (CommonMark: a fence longer than
+    any run of backticks inside, padded with spaces)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {text} {fence}" if longest else f"{fence}{text}{fence}"
 
 
 def print_rows(rows: list[dict[str, Any]], console: Console, columns: list[str] | None = None) -> None:
@@ -125,26 +144,27 @@ def render_markdown(report: AuditReport, docs_url: str | None = None) -> str:
              + ", ".join(f"{v} {k}" for k, v in report.scanned.items()) + " scanned.", ""]
     if "scan" in report.run:
         lines += [scan_line(report.run["scan"]).capitalize() + ".", ""]
-    lines += [f"> Note: {inert(note)}" for note in report.notes] + ([""] if report.notes else [])
+    lines += [f"> Note: {md_cell(note)}" for note in report.notes] + ([""] if report.notes else [])
     if not report.findings:
         return "\n".join(lines + ["No findings.", ""])
     lines += ["| code | severity | count | finding |", "|---|---|---:|---|"]
     lines += [f"| {c} | {r['severity']} | {r['count']} | {r['title']} |" for c, r in report.summary().items()]
     for f in sorted(report.findings, key=lambda f: (-f.severity, f.code, f.endpoint)):
-        lines += ["", f"### {f.code} ({f.severity.label}): {f.count} in {f.endpoint} ({f.where})", "", f.info.title, ""]
+        lines += ["", f"### {f.code} ({f.severity.label}): {f.count} in {md_cell(f.endpoint)} ({md_cell(f.where)})", "",
+                  f.info.title, ""]
         if f.evidence:
             cols = list(f.evidence[0])
             lines.append("| " + " | ".join(cols) + " |")
             lines.append("|" + "---|" * len(cols))
             for row in f.evidence[:TOP_EVIDENCE]:
-                lines.append("| " + " | ".join(cell(row.get(c)).replace("|", "\\|") for c in cols) + " |")
+                lines.append("| " + " | ".join(md_cell(row.get(c)) for c in cols) + " |")
             if f.count > TOP_EVIDENCE:
                 lines.append(f"\n{f.count - TOP_EVIDENCE} more rows" + (f" in `{f.evidence_file}`" if f.evidence_file else "") + ".")
         remedy = f.remedy(report.next_options)
         if remedy:
             lines += ["", f"**Risk:** {remedy['risk']}.", "", f"**What to do:** {remedy['fix']}."]
             if remedy["command"]:
-                lines += ["", f"**Next:** `{remedy['command']}`"]
+                lines += ["", f"**Next:** {md_code(remedy['command'])}"]
             if docs_url:
                 lines += ["", f"Guide: [{f.code}]({docs_url.split('#')[0]}#{f.code.lower()})"]
             else:

@@ -101,3 +101,25 @@ def test_every_next_command_of_the_chaos_audit_runs_when_pasted(tmp_path: Path, 
         proc = subprocess.run(["bash", "-c", eoctl + command[len("eoctl"):]], capture_output=True, text=True,
                               cwd=tmp_path, timeout=300)
         assert proc.returncode in (0, 1), (command, proc.stderr[-2000:])
+
+
+@pytest.mark.unit
+def test_markdown_evidence_is_text_never_a_link_and_a_command_stays_one_code_span() -> None:
+    """An id holding Markdown ([fix](https://...), a backtick) is printed as text in a ticket:
+    before, it became a live link, or closed the `next:` code span early."""
+    import re
+
+    link, tick = "[fix](https://evil.example/x)", "m-`rm -rf`-1"
+    rows = [{"message_id": tick, "token_ids": ["t-1", "t-2"], "positions": []},  # the next command's
+            {"message_id": link, "token_ids": ["t-3"], "positions": []}]
+    report = AuditReport(findings=[Finding("EO102", "shipping", "in|voices", 2, rows)],
+                         run={"id": "r", "endpoints": ["shipping"]}, scanned={"records": 2})
+    markdown = render_markdown(report)
+    prose = [line for line in markdown.splitlines() if not line.startswith("**Next:**")]  # a code span is literal
+    assert not any("](https://evil" in line for line in prose)
+    assert any("\\[fix\\]\\(https://evil.example/x\\)" in line for line in prose)
+    assert "(in\\|voices)" in markdown  # a `|` of data never splits a cell or a heading
+    (next_line,) = [line for line in markdown.splitlines() if line.startswith("**Next:**")]
+    span = re.fullmatch(r"\*\*Next:\*\* (`+) (.*) \1", next_line)
+    assert span is not None and span[2].startswith("eoctl trace ") and tick in span[2]
+    assert len(span[1]) > max(len(r) for r in re.findall("`+", span[2]))  # no backtick inside closes it

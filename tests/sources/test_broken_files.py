@@ -57,3 +57,19 @@ def test_a_file_of_another_schema_in_an_archive_is_one_line_naming_it_on_both_en
     assert line == (f"eoctl: error: topic archive {archive}: {wrong} is not a topic archive file: it lacks the "
                     "record columns topic, partition, offset, headers (expected columns topic, partition, offset, "
                     "timestamp, key, value, headers; move the file out of the archive)"), line
+
+
+def test_a_file_name_holding_control_characters_reaches_the_error_line_inert(tmp_path: Path) -> None:
+    """A file of another schema named `zz-\\x1b[2J.parquet`: the line names it with the escape
+    written out, and no control character reaches the terminal (before: raw)."""
+    import duckdb
+
+    chaos = recorded_copy(tmp_path)
+    archive = chaos.config_path.parent / "topics" / "orders"
+    wrong = archive / "zz-\x1b[2J\x07.parquet"
+    duckdb.sql(f"copy (select 1 as order_id) to '{wrong}' (format parquet)")
+    result = run_eoctl("--config", str(chaos.config_path), "--engine", "duckdb", "audit", "--no-record")
+    assert result.code == 3, result.stderr[-2000:]
+    [line] = without_progress(result.stderr)
+    assert "zz-\\x1b[2J\\x07.parquet is not a topic archive file" in line
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
