@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 #: Bumped whenever the derived columns of the working copy or the index's layout change: an index
 #: written by another version would otherwise mix old and new derivations in one audit. 4: the
 #: states of eoctl.expr.incremental beside the segments.
-INDEX_VERSION = 4
+INDEX_VERSION = 5  # 5: each segment's bytes, checked before an index is trusted
 NO_BASE = "no earlier run to continue from: full scan"
 _PARTIAL = "partial-"
 _KEEP = 2  # indexes kept: the newest, and the one before for an audit still reading it
@@ -51,10 +51,12 @@ _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 @dataclass(frozen=True)
 class Segment:
-    """One Parquet folder of the record index, and how many records it holds."""
+    """One Parquet folder of the record index, how many records it holds and its bytes (measured
+    once published: a folder that no longer holds them is never read as the index)."""
 
     path: str
     records: int
+    bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ class RecordIndex:
     states: dict[str, StateFile] | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"version": INDEX_VERSION, "segments": [[s.path, s.records] for s in self.segments],
+        return json.dumps({"version": INDEX_VERSION, "segments": [[s.path, s.records, s.bytes] for s in self.segments],
                            "inputs": self.inputs, "ends": self.ends,
                            "committed": self.committed, "started_at": self.started_at, "lows": self.lows,
                            "states": {n: [f.path, f.rows, f.bytes] for n, f in (self.states or {}).items()}},
@@ -100,7 +102,9 @@ class RecordIndex:
                     for ep, topics in tree.items()}
         committed, lows = raw.get("committed"), raw.get("lows")
         states = {n: StateFile(p, int(r), int(b)) for n, (p, r, b) in (raw.get("states") or {}).items()}
-        return cls(run_id, tuple(Segment(p, int(n)) for p, n in raw["segments"]), raw["inputs"], offsets(raw["ends"]),
+        segments = tuple(Segment(seg[0], int(seg[1]), int(seg[2]) if len(seg) > 2 and seg[2] is not None else None)
+                         for seg in raw["segments"])
+        return cls(run_id, segments, raw["inputs"], offsets(raw["ends"]),
                    offsets(committed) if committed is not None else None, raw.get("started_at"),
                    offsets(lows) if lows is not None else None, states)
 
@@ -108,6 +112,30 @@ class RecordIndex:
     def paths(self) -> list[str]:
         """Every folder the index reads: its segments and its states."""
         return [s.path for s in self.segments] + [f.path for f in (self.states or {}).values()]
+
+    def damage(self, files: Any) -> str | None:
+        """What of the index is not as it was recorded (a folder gone, or of other bytes: truncated,
+        rewritten, replaced), in words; None when every folder holds what the index recorded."""
+        expected = [(s.path, s.bytes) for s in self.segments] + [(f.path, f.bytes) for f in (self.states or {}).values()]
+        for path, size in expected:
+            if not files.exists(path):
+                return f"{path} is gone"
+            if size is None:
+                return f"{path}'s size was not recorded"
+            found = files.size(path)
+            if found != size:
+                return f"{path} holds {found:,} bytes where the index recorded {size:,}"
+        return None
+
+
+def measured(spark: Any, segments: list[Segment], folder: str) -> tuple[Segment, ...]:
+    """`segments` with the bytes of this run's own (under `folder`, just published) measured."""
+    from dataclasses import replace
+
+    from eoctl.engine.files import index_files
+
+    files = index_files(spark)
+    return tuple(replace(s, bytes=files.size(s.path)) if s.path.startswith(folder + "/") else s for s in segments)
 
 
 def merge_plan(segments: list[Segment]) -> int:
@@ -183,21 +211,33 @@ def fingerprints(config: Config, endpoints: dict[str, EndpointConfig]) -> dict[s
 
 
 def find_base(spark: Any, config: Config,
-              endpoints: dict[str, EndpointConfig]) -> RecordIndex | None:
+              endpoints: dict[str, EndpointConfig]) -> tuple[RecordIndex | None, str | None]:
     """The newest recorded run whose index covers every audited input unchanged, if its index is
-    still there. `spark`: None on the DuckDB engine (the index is the same files on both)."""
+    there as it was recorded, and else why the newest that covered them was not taken (a full
+    scan says so: a damaged index is never read, so it never gives wrong findings). `spark`:
+    None on the DuckDB engine (the index is the same files on both)."""
     from eoctl.engine.files import index_files
     from eoctl.history import indexed_runs
 
     files = index_files(spark)
     wanted = fingerprints(config, endpoints)
+    why: str | None = None
     for run_id, text in indexed_runs(config):
-        index = RecordIndex.from_json(run_id, text)
-        if index is None or any(index.inputs.get(n) != f for n, f in wanted.items()):
+        try:
+            index = RecordIndex.from_json(run_id, text)
+        except (ValueError, KeyError, TypeError, IndexError):
+            why = why or f"the record index of run {run_id} cannot be read from the findings history"
             continue
-        if all(files.exists(path) for path in index.paths):
-            return index
-    return None
+        if index is None:
+            why = why or f"the record index of run {run_id} was written by another version of eoctl"
+            continue
+        if any(index.inputs.get(n) != f for n, f in wanted.items()):
+            continue
+        damage = index.damage(files)
+        if damage is None:
+            return index, None
+        why = why or f"the record index of run {run_id} is not as recorded ({damage}): it is never trusted"
+    return None, (f"{NO_BASE} ({why}; this run reads every record)" if why else None)
 
 
 def kafka_plan(config: Config, source: TopicInput,

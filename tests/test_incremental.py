@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -509,12 +510,12 @@ def test_a_killed_audit_leaves_no_index_a_later_run_would_trust(spark, tmp_path:
     report = (audit_spark(spark, chaos.config, _options(keep_index=True), codes) if spark else
               audit_duckdb(chaos.config, _options(keep_index=True), codes))
     # killed before the run was recorded: the index is in place, but no history row names it
-    assert incremental.find_base(spark, chaos.config, dict(chaos.config.endpoints)) is None
+    assert incremental.find_base(spark, chaos.config, dict(chaos.config.endpoints)) == (None, None)
     partial = Path(incremental.partial_path(chaos.config, "dead00000000"))
     partial.mkdir(parents=True)  # a killed audit's half-written working copy
     incremental.record(spark, chaos.config, report)
-    base = incremental.find_base(spark, chaos.config, dict(chaos.config.endpoints))
-    assert base is not None and base.run_id == report.run["id"]
+    base, why = incremental.find_base(spark, chaos.config, dict(chaos.config.endpoints))
+    assert base is not None and base.run_id == report.run["id"] and why is None
     assert partial.exists()  # young: it may be a running audit's; removed once older than a day
 
 
@@ -805,3 +806,58 @@ def test_eo503_continues_from_its_states_and_reads_every_record_when_sink_rows_g
     assert _continued_eo503(moved_back, config) == ("every record: a committed offset moved back or is gone since "
                                                     "the last run")
     assert late not in json.dumps(_eo503(moved_back))
+
+
+def _found(doc: dict) -> dict:
+    """An audit's JSON as the findings history compares runs: per finding, its count and items."""
+    from eoctl import history
+
+    return {(f["code"], f["endpoint"], f["where"]): (f["count"], sorted(history.item_key(f["code"], r)
+                                                                        for r in f["evidence"]))
+            for f in doc["findings"]}
+
+
+def _damage(root: Path, how: str) -> Path:
+    """Damage one file of the newest recorded index under `root` (the records folder) `how`."""
+    files = sorted(p for p in root.rglob("*.parquet") if "/partial-" not in str(p))
+    victim = next(p for p in files if ("/state/" in str(p)) == (how == "state"))
+    if how == "truncated":
+        os.truncate(victim, victim.stat().st_size // 2)
+    elif how == "rows removed":
+        import duckdb
+
+        kept = victim.with_name("kept.tmp")
+        duckdb.sql(f"copy (select * from read_parquet('{victim}') limit 1) to '{kept}' (format parquet)")
+        kept.replace(victim)
+    elif how == "deleted":
+        victim.unlink()
+    else:  # a state of another schema in its place
+        import duckdb
+
+        duckdb.sql(f"copy (select 1 as other) to '{victim}' (format parquet)")
+    return victim
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("how", ["truncated", "rows removed", "deleted", "state"])
+def test_a_damaged_index_means_a_full_audit_with_a_note_never_wrong_findings(tmp_path: Path, how: str) -> None:
+    """Before: a truncated or garbled segment or state failed every later run (exit 3 or an
+    internal error), and one with rows removed gave wrong findings with no note (EO101 x2 and EO102
+    missed). Each folder's bytes are recorded; an index not as recorded is never read."""
+    chaos = recorded_copy(tmp_path)
+    audit = ("--engine", "duckdb", "--config", str(chaos.config_path), "--format", "json", "audit",
+             "--fail-on", "critical", "--since-last")
+    first = run_eoctl(*audit)
+    assert first.code in (0, 1), first.stderr
+    expected = _found(json.loads(first.stdout))
+    victim = _damage(chaos.config_path.parent / "eoctl-history.records", how)
+    damaged = run_eoctl(*audit)
+    assert damaged.code in (0, 1), damaged.stderr[-2000:]
+    doc = json.loads(damaged.stdout)
+    assert doc["run"]["scan"]["mode"] == "full"
+    assert f"is not as recorded ({victim.parent}" in doc["run"]["scan"]["reason"] and "never trusted" in (
+        doc["run"]["scan"]["reason"])
+    assert _found(doc) == expected  # the full audit's findings, every evidence item
+    again = run_eoctl(*audit)  # the full run kept a sound index: the next continues from it
+    assert json.loads(again.stdout)["run"]["scan"]["mode"] == "incremental"
+    assert _found(json.loads(again.stdout)) == expected

@@ -41,7 +41,7 @@ class IndexRun:
 
         run = cls(partial=partial)
         if since_last:
-            base = incremental.find_base(None, config, endpoints)
+            base, run.fallback = incremental.find_base(None, config, endpoints)
             if base is not None:
                 plans, reason = incremental.plan_reads(config, endpoints, base)
                 if plans is None:
@@ -337,6 +337,6 @@ def keep(con: duckdb.DuckDBPyConnection, config: Config, run_id: str, run: Index
             incremental.discard(None, f"{run.partial}/records")
         segments.append(Segment(f"{folder}/merged", count))
     incremental.publish(None, config, run_id, run.partial)
-    return RecordIndex(run_id, tuple(segments), incremental.fingerprints(config, endpoints),
+    return RecordIndex(run_id, incremental.measured(None, segments, folder), incremental.fingerprints(config, endpoints),
                        incremental.index_ends(run.plans, stats), run.committed, started_at, lows,
                        incremental.state_files(folder, states))

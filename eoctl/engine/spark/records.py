@@ -23,6 +23,7 @@ from eoctl.incremental import (
     discard,
     fingerprints,
     index_ends,
+    measured,
     merge_plan,
     publish,
     live_lows,
@@ -378,7 +379,7 @@ def keep(spark: SparkSession, config: Config, run_id: str, partial: str, records
     ends = index_ends(records.plans, stats)
     records.keep_index()
     publish(spark, config, run_id, partial)
-    return RecordIndex(run_id, tuple(segments), fingerprints(config, records.endpoints), ends,
+    return RecordIndex(run_id, measured(spark, segments, folder), fingerprints(config, records.endpoints), ends,
                        records.committed, records.options.now.isoformat(), _lows(records, stats),
                        state_files(folder, states))
 

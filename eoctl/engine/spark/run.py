@@ -73,12 +73,13 @@ class SparkRun:
         self.config = config
         self.dialect = Dialect.spark
         self.options = options
-        base = None
+        base, why = None, None
         if options.since_last:
             selected = options.endpoints or list(config.endpoints)
-            base = incremental.find_base(spark, config, {n: config.endpoint(n) for n in selected})
+            base, why = incremental.find_base(spark, config, {n: config.endpoint(n) for n in selected})
         self._index_path = index_path
         self.records = SparkRecords(spark, config, options, base, index_path)
+        self.records.fallback = why
         self.stores = SparkStores(spark, config, layout)
         self._kept: dict[str, DataFrame] = {}
         self._checkpoints = config.engine.master.startswith("local") and not config.engine.remote
