@@ -233,6 +233,8 @@ class IntentColumns(Strict):
 
 class TokensTable(Strict):
     store: str | None = Field(None, description="store name; default: the endpoint's store")
+    present: bool = Field(True, description="false (written `tokens = false`, `outbox = false`, `intents = false`): "
+                                            "the endpoint has no such table, as one without a store")
     table: str = "eo_tokens"
     columns: TokenColumns = TokenColumns()
 
@@ -271,6 +273,8 @@ def checked_duration(text: str) -> str:
 
 class OutboxTable(Strict):
     store: str | None = None
+    present: bool = Field(True, description="false (written `tokens = false`, `outbox = false`, `intents = false`): "
+                                            "the endpoint has no such table, as one without a store")
     table: str = "eo_outbox"
     columns: OutboxColumns = OutboxColumns()
     sent_column: str | None = Field(
@@ -307,6 +311,8 @@ class OutboxTable(Strict):
 
 class IntentsTable(Strict):
     store: str | None = None
+    present: bool = Field(True, description="false (written `tokens = false`, `outbox = false`, `intents = false`): "
+                                            "the endpoint has no such table, as one without a store")
     table: str = "eo_intents"
     columns: IntentColumns = IntentColumns()
 
@@ -426,7 +432,18 @@ class EndpointConfig(Strict):
     blob_options: dict[str, str] = Field(default_factory=dict, description="fsspec storage options")
     sinks: list[SinkConfig] = Field(default_factory=list)
 
+    @field_validator("tokens", "outbox", "intents", mode="before")
+    @classmethod
+    def _absent(cls, value: Any) -> Any:
+        """`outbox = false`: an endpoint without that table (a consumer with no outbox, a producer
+        with no tokens of its own), read as nothing, never as a missing table."""
+        if value is False:
+            return {"present": False}
+        return {} if value is True else value
+
     def store_of(self, table: TokensTable | OutboxTable | IntentsTable) -> str | None:
+        if not table.present:
+            return None
         return table.store or self.store
 
 

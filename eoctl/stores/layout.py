@@ -270,6 +270,8 @@ class StoreLayout:
             for kind in KINDS:
                 spec = getattr(ep, kind)
                 store_name = ep.store_of(spec)
+                if store_name is None:
+                    continue
                 column = spec.columns.model_dump()[OWNER[kind]]
                 if store_name in stores and column in (self._columns[store_name].get(spec.table) or ()):
                     names = out.setdefault((store_name, spec.table, column), [])

@@ -159,3 +159,35 @@ def test_a_store_without_intents_is_audited_and_collected_by_age(spark_jars, per
                          "--grace", "0s", env={"EOCTL_JARS_DIR": str(spark_jars)})
         assert proc.code == 1, proc.stderr[-2000:]
         assert "note: no intents table for shop, billing, shipping" in " ".join(proc.stderr.split())
+
+
+@pytest.mark.integration
+def test_an_endpoint_without_an_outbox_or_tokens_says_so_and_is_audited(tmp_path: Path) -> None:
+    """`tokens = false` / `outbox = false`: the table is not there, and that is the layout, not an
+    error (before, the only form was a missing table: exit 3). Nothing of it is read."""
+    import duckdb
+
+    from eoctl.config import load_config
+    from tests.helpers.cli import run_eoctl
+
+    chaos = recorded_copy(tmp_path)
+    with duckdb.connect(chaos.store_target) as db:
+        db.execute("drop table shop.eo_tokens")
+        db.execute("drop table shipping.eo_outbox")
+    args = ("--config", str(chaos.config_path), "--engine", "duckdb", "--format", "json")
+    missing = run_eoctl(*args, "audit", "--no-record")
+    assert missing.code == 3 and "table eo_tokens does not exist" in missing.stderr
+    text = chaos.config_path.read_text()
+    text = text.replace('[endpoints.shop]\nstore = "shop"\n', '[endpoints.shop]\nstore = "shop"\ntokens = false\n')
+    text = text.replace('[endpoints.shipping]\nstore = "shipping"\n',
+                        '[endpoints.shipping]\nstore = "shipping"\noutbox = false\n')
+    chaos.config_path.write_text(text)
+    config = load_config(chaos.config_path)
+    assert config.endpoints["shop"].store_of(config.endpoints["shop"].tokens) is None
+    assert config.endpoints["shop"].store_of(config.endpoints["shop"].outbox) == "shop"
+    audit = run_eoctl(*args, "audit", "--no-record")
+    assert audit.code == 1, audit.stderr[-2000:]
+    found = {(f["code"], f["endpoint"]) for f in json.loads(audit.stdout)["findings"]}
+    assert ("EO301", "billing") in found and ("EO301", "shipping") not in found
+    assert run_eoctl(*args, "doctor").code == 0
+    assert run_eoctl(*args, "gc-tokens").code == 0
