@@ -22,7 +22,14 @@ class IndexFiles(Protocol):
         does not exist."""
 
     def size(self, path: str) -> int:
-        """The bytes of the files under `path`."""
+        """The bytes of the data files under `path`: every file but the hidden ones a writer leaves
+        beside them and readers skip (Hadoop's `.crc` checksums, `_SUCCESS`), so that one folder
+        measures the same on both engines."""
+
+
+def hidden(name: str) -> bool:
+    """A file Parquet readers skip (Hadoop's and Spark's convention): `.crc`, `_SUCCESS`, ..."""
+    return name.startswith((".", "_"))
 
 
 def index_files(spark: Any) -> IndexFiles:
@@ -64,7 +71,11 @@ class FsspecFiles:
 
     def size(self, path: str) -> int:
         fs, p = self._fs(path)
-        return int(fs.du(p, total=True))
+        if not fs.exists(p):
+            return 0
+        found = fs.find(p, detail=True)
+        return sum(int(info.get("size") or 0) for name, info in found.items()
+                   if info.get("type") != "directory" and not hidden(name.rstrip("/").rsplit("/", 1)[-1]))
 
     def children(self, root: str) -> list[tuple[str, float]]:
         fs, p = self._fs(root)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from eoctl.engine.files import hidden
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -41,4 +43,12 @@ class HadoopFiles:
 
     def size(self, path: str) -> int:
         fs, hpath = self._fs(path)
-        return int(fs.getContentSummary(hpath).getLength())
+        if not fs.exists(hpath):
+            return 0
+        files = fs.listFiles(hpath, True)
+        total = 0
+        while files.hasNext():
+            status = files.next()
+            if not hidden(status.getPath().getName()):
+                total += int(status.getLen())
+        return total
