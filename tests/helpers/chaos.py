@@ -91,12 +91,13 @@ def live_run(kind: str, tmp_path: Path, kafka, postgres=None, orders: int = 40) 
                     tmp_path / "blobs" / "billing", spec)
 
 
-def store_rows(run: ChaosRun, sql: str) -> list[tuple]:
+def store_rows(run: ChaosRun, sql: str, params: list | None = None) -> list[tuple]:
+    """`sql` (`%s` placeholders for `params`) on the run's store: its rows, or [] for a statement."""
     from samples.reference.store import Store
 
     store = Store.open(run.store_kind, run.store_target)
     try:
-        return store.q(sql)
+        return store.q(sql, params or [])
     finally:
         store.close()
 

@@ -22,7 +22,7 @@ import pytest
 from eoctl.errors import ExitCode
 from eoctl.ops import gc_outbox
 from eoctl.ops.common import GcOptions
-from tests.helpers.chaos import ChaosRun, recorded_copy
+from tests.helpers.chaos import ChaosRun, recorded_copy, store_rows
 from tests.helpers.cli import run_eoctl
 from tests.helpers.layouts import shared_tables
 from tests.helpers.sent_outbox import LAYOUTS, keep_sent_rows
@@ -41,29 +41,19 @@ def shared(request, tmp_path: Path) -> ChaosRun:
     chaos = shared_tables(chaos, request.param,
                           request.getfixturevalue("postgres") if request.param == "postgres" else None)
     if request.param == "postgres":
-        _q(chaos, "alter table shared.eo_outbox drop constraint eo_outbox_pkey, "
+        store_rows(chaos, "alter table shared.eo_outbox drop constraint eo_outbox_pkey, "
                   "alter column incoming_message_id drop not null")
-        _q(chaos, "alter table shared.eo_tokens drop constraint eo_tokens_pkey, alter column token_id drop not null")
+        store_rows(chaos, "alter table shared.eo_tokens drop constraint eo_tokens_pkey, alter column token_id drop not null")
     keep_sent_rows(chaos, LAYOUTS["status"], NOW, tables={"shop": OUTBOX, "billing": OUTBOX})
     return chaos
 
 
-def _q(chaos: ChaosRun, sql: str, params: list | None = None) -> list[tuple]:
-    from samples.reference.store import Store
-
-    store = Store.open(chaos.store_kind, chaos.store_target)
-    try:
-        return store.q(sql, params or [])
-    finally:
-        store.close()
-
-
 def _rows(chaos: ChaosRun, table: str) -> list[tuple]:
-    return sorted((tuple(map(str, r)) for r in _q(chaos, f"select * from {table}")))
+    return sorted((tuple(map(str, r)) for r in store_rows(chaos, f"select * from {table}")))
 
 
 def _pending_row(chaos: ChaosRun, endpoint: str, message_id: str | None, sent: str = "PENDING") -> None:
-    _q(chaos, f"insert into {OUTBOX} (endpoint, incoming_message_id, incoming_token_id, attempt_id, outgoing, "
+    store_rows(chaos, f"insert into {OUTBOX} (endpoint, incoming_message_id, incoming_token_id, attempt_id, outgoing, "
               "tokens_committed_at, created_at, updated_at, version, status) "
               "values (%s, %s, 'tok-x', 'att-x', '[]', %s, %s, %s, 2, %s)",
        [endpoint, message_id, NOW, NOW, NOW - dt.timedelta(days=30), sent])
@@ -92,17 +82,17 @@ def test_a_null_key_and_ids_shared_across_endpoints_lose_nothing(shared: ChaosRu
     assert result.code == 0, result.stderr[-2000:]
     assert restore["restored"]["outbox rows"] == 4 and restore["not_restored"] == []
     assert _rows(shared, OUTBOX) == before
-    assert _q(shared, "select count(*) from shared.eoctl_journal_eo_outbox")[0][0] == 0
+    assert store_rows(shared, "select count(*) from shared.eoctl_journal_eo_outbox")[0][0] == 0
 
 
 def test_a_restore_after_the_table_gained_a_column_copies_the_journals_columns(shared: ChaosRun) -> None:
     run = gc_outbox.gc_outbox(shared.config, GcOptions(now=NOW, execute=True))
     assert run.totals()["deleted"] == 8
-    _q(shared, "alter table shared.eo_outbox add column added_later varchar")
-    _q(shared, "alter table shared.eo_intents add column added_later varchar")
+    store_rows(shared, "alter table shared.eo_outbox add column added_later varchar")
+    store_rows(shared, "alter table shared.eo_intents add column added_later varchar")
     restored = gc_outbox.restore(shared.config, run.run_id)
     assert restored.restored["outbox rows"] == 8 and restored.not_restored == []
-    assert _q(shared, "select count(*) from shared.eo_outbox where status = 'SENT' and added_later is null")[0][0] == 14
+    assert store_rows(shared, "select count(*) from shared.eo_outbox where status = 'SENT' and added_later is null")[0][0] == 14
 
 
 def test_a_row_written_again_stays_journaled_named_and_comes_back_once_it_is_gone(shared: ChaosRun) -> None:
@@ -117,7 +107,7 @@ def test_a_row_written_again_stays_journaled_named_and_comes_back_once_it_is_gon
     assert restore["restored"]["outbox rows"] == 3
     assert [(x["endpoint"], x["name"]) for x in restore["not_restored"]] == [("billing", "sent-billing-2")]
     assert "holds a row with this incoming_message_id again" in restore["not_restored"][0]["why"]
-    _q(shared, f"delete from {OUTBOX} where endpoint = 'billing' and incoming_message_id = 'sent-billing-2'")
+    store_rows(shared, f"delete from {OUTBOX} where endpoint = 'billing' and incoming_message_id = 'sent-billing-2'")
     result, restore = _restored(shared, "gc-outbox", run_id)
     assert result.code == 0 and restore["restored"]["outbox rows"] == 1
     assert _rows(shared, OUTBOX) == before
@@ -126,7 +116,7 @@ def test_a_row_written_again_stays_journaled_named_and_comes_back_once_it_is_gon
 
 
 def test_a_null_token_id_in_the_tokens_table_loses_no_token(shared: ChaosRun) -> None:
-    _q(shared, "insert into shared.eo_tokens (token_id, message_id, destination, attempt_id, created_at) "
+    store_rows(shared, "insert into shared.eo_tokens (token_id, message_id, destination, attempt_id, created_at) "
                "values (null, 'm-null', 'billing', 'a-null', %s)", [NOW - dt.timedelta(days=30)])
     before = _rows(shared, "shared.eo_tokens")
     run = _gc(shared, "--engine", "duckdb", "gc-tokens", "--execute", "--grace", "0s")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from eoctl.stores.connection import comparable_ids, id_family
-from tests.helpers.chaos import ChaosRun, recorded_copy
+from tests.helpers.chaos import recorded_copy, store_rows
 from tests.helpers.cli import run_eoctl
 from tests.helpers.layouts import shared_tables
 
@@ -35,27 +35,17 @@ def test_ids_of_two_families_compare_as_their_hex_digits() -> None:
     assert comparable_ids(pg, ('"a"', "bytea"), ('"b"', "text"))[0] == "encode(\"a\", 'hex')"
 
 
-def _q(chaos: ChaosRun, sql: str, params: list | None = None) -> list[tuple]:
-    from samples.reference.store import Store
-
-    store = Store.open(chaos.store_kind, chaos.store_target)
-    try:
-        return store.q(sql, params or [])
-    finally:
-        store.close()
-
-
 @pytest.mark.integration
 def test_gc_tokens_executes_and_restores_uuid_tokens_beside_a_varchar_outbox(tmp_path: Path, postgres) -> None:
     chaos = shared_tables(recorded_copy(tmp_path), "postgres", postgres)
-    _q(chaos, "alter table shared.eo_tokens alter column token_id type uuid using token_id::uuid")
+    store_rows(chaos, "alter table shared.eo_tokens alter column token_id type uuid using token_id::uuid")
     # an old token a pending entry holds, its id in upper case in the outbox's varchar column
     held = "6C3F5B1E-0000-4000-8000-0000000000AA"
-    _q(chaos, "insert into shared.eo_tokens values (%s, 'm-held', 'billing', 'a-held', %s)",
+    store_rows(chaos, "insert into shared.eo_tokens values (%s, 'm-held', 'billing', 'a-held', %s)",
        [held.lower(), NOW - dt.timedelta(days=30)])
-    _q(chaos, "insert into shared.eo_outbox values ('shop', 'in-held', %s, 'a', '[]', null, %s, %s, 1)",
+    store_rows(chaos, "insert into shared.eo_outbox values ('shop', 'in-held', %s, 'a', '[]', null, %s, %s, 1)",
        [held, NOW, NOW])
-    before = sorted(tuple(map(str, r)) for r in _q(chaos, "select * from shared.eo_tokens"))
+    before = sorted(tuple(map(str, r)) for r in store_rows(chaos, "select * from shared.eo_tokens"))
 
     def eoctl(*args: str):
         result = run_eoctl("--config", str(chaos.config_path), "--format", "json", "--engine", "duckdb", *args,
@@ -68,8 +58,8 @@ def test_gc_tokens_executes_and_restores_uuid_tokens_beside_a_varchar_outbox(tmp
     # the plan compares the ids' text as the engine reads it (case and all) and plans the held
     # token; the guard, typed in the deleting transaction, keeps it
     assert done["deleted"] == plan["planned"] - 1 > 0 and done["skipped_changed"] == 1
-    left = {str(r[0]) for r in _q(chaos, "select token_id from shared.eo_tokens")}
+    left = {str(r[0]) for r in store_rows(chaos, "select token_id from shared.eo_tokens")}
     assert held.lower() in left  # the pending entry's token stays, its text in another case
     restored = eoctl("gc-tokens", "--restore", done["run_id"], "--execute")["restore"]
     assert restored["restored"]["tokens"] == done["deleted"] and restored["not_restored"] == []
-    assert sorted(tuple(map(str, r)) for r in _q(chaos, "select * from shared.eo_tokens")) == before
+    assert sorted(tuple(map(str, r)) for r in store_rows(chaos, "select * from shared.eo_tokens")) == before
