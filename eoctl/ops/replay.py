@@ -394,19 +394,13 @@ def replay(config: Config, options: ReplayOptions,
         return ReplayResult(run_id, False, [EntryOutcome(e.endpoint, e.entry_id, e.age_seconds, e.messages,
                                                          e.tokens_committed, "planned")
                                             for e in find_stuck(layout, options)])
-    if not config.kafka:  # before the lease and the stores: nothing can be sent
-        archived = sorted(n for n, ep in config.endpoints.items() if ep.input is not None and ep.input.archive)
-        raise UsageError("replay-outbox --execute sends the entries' messages through a live broker, and no "
-                         "[kafka.NAME] connection is configured"
-                         + (f" (endpoints {', '.join(archived)} read topic archives)" if archived else ""),
-                         hint="add a [kafka.NAME] connection to the broker the pipeline produces to; the plan "
-                              "(without --execute) needs none")
     table = routes(config)
     log = RunLog(config)
     outcomes: list[EntryOutcome] = []
     # the lease first: a refused run reads nothing, and the entries read are the holder's to replay
     with Lease(config, COMMAND, run_id) as lease:
         refuse_misnamed(layout)  # the stores are read under the lease only
+        _refuse_without_broker(config)  # before an entry is read: nothing could be sent
         stuck = find_stuck(layout, options)
         if options.entries:
             missing = set(options.entries) - {e.entry_id for e in stuck}
@@ -435,6 +429,17 @@ def replay(config: Config, options: ReplayOptions,
         result = ReplayResult(run_id, True, outcomes, time.monotonic() - started)
         log.finish(run_id, "finished", result.summary())
     return result
+
+
+def _refuse_without_broker(config: Config) -> None:
+    if config.kafka:
+        return
+    archived = sorted(n for n, ep in config.endpoints.items() if ep.input is not None and ep.input.archive)
+    raise UsageError("replay-outbox --execute sends the entries' messages through a live broker, and no "
+                     "[kafka.NAME] connection is configured"
+                     + (f" (endpoints {', '.join(archived)} read topic archives)" if archived else ""),
+                     hint="add a [kafka.NAME] connection to the broker the pipeline produces to; the plan "
+                          "(without --execute) needs none")
 
 
 def _one(layout: StoreLayout, entry: StuckEntry, table: dict[str, Route], dispatcher: Dispatcher) -> EntryOutcome:

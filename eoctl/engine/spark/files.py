@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from eoctl.engine.files import hidden
-
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -49,6 +47,6 @@ class HadoopFiles:
         total = 0
         while files.hasNext():
             status = files.next()
-            if not hidden(status.getPath().getName()):
+            if not status.getPath().getName().startswith((".", "_")):  # eoctl.engine.files.hidden's rule
                 total += int(status.getLen())
         return total
