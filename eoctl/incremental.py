@@ -216,6 +216,14 @@ def find_base(spark: Any, config: Config,
     there as it was recorded, and else why the newest that covered them was not taken (a full
     scan says so: a damaged index is never read, so it never gives wrong findings). `spark`:
     None on the DuckDB engine (the index is the same files on both)."""
+    index, why = newest_intact(spark, config, endpoints)
+    return index, (f"{NO_BASE} ({why}; this run reads every record)" if why else None)
+
+
+def newest_intact(spark: Any, config: Config,
+                  endpoints: dict[str, EndpointConfig]) -> tuple[RecordIndex | None, str | None]:
+    """find_base's index, else why the newest index of these inputs is not taken (None: no run
+    kept one)."""
     from eoctl.engine.files import index_files
     from eoctl.history import indexed_runs
 
@@ -237,7 +245,37 @@ def find_base(spark: Any, config: Config,
         if damage is None:
             return index, None
         why = why or f"the record index of run {run_id} is not as recorded ({damage}): it is never trusted"
-    return None, (f"{NO_BASE} ({why}; this run reads every record)" if why else None)
+    return None, why
+
+
+@dataclass(frozen=True)
+class IndexedRead:
+    """Copies looked up in a recorded audit's record index (every record that audit read), and the
+    source read only past the index's end: every copy, without a full scan."""
+
+    base: RecordIndex
+    plans: dict[str, list[PartitionPlan]]  # endpoint -> where its source is read from
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.base.segments)
+
+
+def find_indexed_read(spark: Any, config: Config) -> tuple[IndexedRead | None, str | None]:
+    """The record index a trace looks copies up in: the newest recorded audit's that covers every
+    input unchanged and is as it was recorded (newest_intact; `spark`: None on DuckDB), with
+    where each source is read past its end; else None, and why when an index was there but is
+    not used (trace then reads a window, and says so)."""
+    inputs = {n: ep for n, ep in config.endpoints.items() if ep.input is not None}
+    if not inputs:
+        return None, None
+    base, why = newest_intact(spark, config, inputs)
+    if base is None:  # why: an index that is there but damaged; None when no run kept one of these inputs
+        return None, why
+    plans, reason = plan_reads(config, inputs, base)
+    if plans is None:
+        return None, f"the record index of run {base.run_id} is not used: {reason.removesuffix(': full scan')}"
+    return IndexedRead(base, plans), None
 
 
 def kafka_plan(config: Config, source: TopicInput,

@@ -25,8 +25,9 @@ def render_trace(result: TraceResult, console: Console) -> None:
     console.print(f"[bold]trace of {_safe(what)}[/]", soft_wrap=True)
     for note in result.scans:
         kind = "[yellow]read every record[/]" if note.full else "read"
-        console.print(f"  {kind} {note.records_read} record(s) of {escape('; '.join(note.inputs))} for {note.purpose}: "
-                      f"{escape(note.bounds)}")
+        looked = f"looked up {note.indexed:,} indexed record(s) and " if note.indexed else ""
+        console.print(f"  {looked}{kind} {note.records_read} record(s) of {escape('; '.join(note.inputs))} for "
+                      f"{note.purpose}: {escape(note.bounds)}")
     print_notes(result.notes, console, indent="  ")
     if not result.messages:
         console.print("[red]no message found[/]")
@@ -54,7 +55,9 @@ def _message(m: MessageTrace, console: Console) -> None:
     from rich.table import Table
 
     style = _STYLE.get(m.verdict.value, "bold red")
-    console.print(f"\n[bold]message {_safe(m.message_id)}[/]: [{style}]{m.verdict.value.upper()}[/]", soft_wrap=True)
+    partial = " [yellow](as far as was read)[/]" if m.unread else ""
+    console.print(f"\n[bold]message {_safe(m.message_id)}[/]: [{style}]{m.verdict.value.upper()}[/]{partial}",
+                  soft_wrap=True)
     for reason in m.reasons:
         console.print(f"  - {_safe(reason)}", soft_wrap=True)
     if m.what_to_do:

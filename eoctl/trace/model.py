@@ -150,6 +150,9 @@ class MessageTrace:
     findings_differ: list[str] = field(default_factory=list)
     timeline: list[Event] = field(default_factory=list)
     what_to_do: str = ""  # one line under the verdict (eoctl.trace.verdict.what_to_do)
+    #: why the verdict may not be the whole answer: records before the window trace read, which an
+    #: older copy among them could change (None: every copy that decides it was read)
+    unread: str | None = None
 
 
 @dataclass

@@ -35,6 +35,7 @@ from eoctl.trace.timeline import timeline
 from eoctl.trace.verdict import decide_verdict, what_to_do
 
 if TYPE_CHECKING:
+    from eoctl.incremental import IndexedRead
     from eoctl.trace.reader import TraceReader
 
 # A producer's clock (record CreateTime) and the store's clock may disagree by this much.
@@ -88,7 +89,12 @@ def _run_trace(reader: TraceReader, config: Config, lookup: Lookup, options: Tra
         return TraceResult(lookup, [], [], notes)
 
     committed = {n: input_committed_offsets(config, ep.input) for n, ep in config.endpoints.items() if ep.input}
-    bounds = _auto_bounds(options, tokens, entries, ids)
+    index = None
+    if not (options.since or options.until or options.full_scan):
+        index, refused_index = reader.record_index(config)
+        if refused_index:
+            notes.append(f"{refused_index}: copies are read within a window instead")
+    bounds = _auto_bounds(options, tokens, entries, ids, index)
     scans: list[ScanNote] = []
     searched = set(ids)
     # the stores' tokens of the message too: a record carrying one is what keeps it from being an orphan
@@ -108,8 +114,8 @@ def _run_trace(reader: TraceReader, config: Config, lookup: Lookup, options: Tra
     sequences = {(h["producer"], h["sequence"]) for h in mine if h["producer"] and h["sequence"]}
     if new_ids or parents or sequences:
         times = [utc(h["timestamp"]) for h in mine if h["timestamp"] is not None]
-        if options.since or options.until or options.full_scan or not times:
-            second = bounds
+        if options.since or options.until or options.full_scan or bounds.index is not None or not times:
+            second = bounds  # an index lookup costs no more than a window's read
         else:
             second = Bounds(min(times) - options.window, max(times) + options.window,
                              f"within --window {age_text(int(options.window.total_seconds()))} of the copies")
@@ -150,6 +156,9 @@ def _run_trace(reader: TraceReader, config: Config, lookup: Lookup, options: Tra
             m.verdict, m.reasons = Verdict.not_judged, [
                 f"{', '.join(sorted(touched))} not judged: the configuration and the store disagree on "
                 "an endpoint's name (see the notes)"]
+        m.unread = _unread(scans[0], m)
+        if m.unread:
+            m.reasons.append(m.unread)
         m.what_to_do = what_to_do(m)
         m.timeline = timeline(m)
     history_run = _attach_recorded_findings(config, messages, notes)
@@ -174,11 +183,30 @@ def _copy(h: dict[str, Any]) -> Copy:
                 h.get("committed"))
 
 
-def _auto_bounds(options: TraceOptions, tokens: list[TokenRow], entries: list[Entry], ids: set[str]) -> Bounds:
+#: verdicts no older copy can change: it adds a use of the message, never takes one away
+_FINAL = {Verdict.processed_twice, Verdict.lost, Verdict.ghost, Verdict.not_judged}
+
+
+def _unread(first: ScanNote, m: MessageTrace) -> str | None:
+    """Why a verdict may not be the whole answer: the first pass read a window trace chose, and
+    inputs hold older records it did not read, where a copy of the message could be (a copy
+    processed before its token was made again: EO102)."""
+    if not first.unread or m.verdict in _FINAL:
+        return None
+    return (f"as far as was read: {', '.join(first.unread)} hold older records than the window read, where a "
+            "copy of the message could change this verdict; --full-scan reads them, and after an `eoctl audit "
+            "--since-last` trace looks copies up in its record index instead")
+
+
+def _auto_bounds(options: TraceOptions, tokens: list[TokenRow], entries: list[Entry], ids: set[str],
+                 index: IndexedRead | None) -> Bounds:
     if options.since or options.until:
         return Bounds(options.since, options.until, "from --since/--until")
     if options.full_scan:
         return Bounds(None, None, "full scan (--full-scan)")
+    if index is not None:
+        return Bounds(None, None, f"the record index of audit run {index.base.run_id} ({index.records:,} records, "
+                                  "every record that audit read) and the source past its end", index=index)
     # Tokens of a message and the entry holding it are made before any copy is sent.
     known = [t.created_at for t in tokens if t.message_id in ids and isinstance(t.created_at, dt.datetime)]
     known += [e.created_at for e in entries if isinstance(e.created_at, dt.datetime)
@@ -188,7 +216,7 @@ def _auto_bounds(options: TraceOptions, tokens: list[TokenRow], entries: list[En
     start = min(known) - options.window - _CLOCK_SKEW
     window = age_text(int(options.window.total_seconds()))
     return Bounds(start, None, f"from {start.isoformat(timespec='seconds')}: the stores' first sign of the "
-                                f"message less --window {window} (--full-scan reads everything)")
+                                f"message less --window {window} (--full-scan reads everything)", chosen=True)
 
 
 def _assemble(config: Config, options: TraceOptions, message_id: str, hits: list[dict[str, Any]],

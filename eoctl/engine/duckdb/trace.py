@@ -32,6 +32,11 @@ class DuckDBTraceReader:
 
     # ---------------------------------------------------------------------------- topics
 
+    def record_index(self, config: Config):
+        from eoctl.incremental import find_indexed_read
+
+        return find_indexed_read(None, config)
+
     def scan(self, config: Config, bounds: Bounds, committed: dict, clauses: list[Clause],
              purpose: str) -> tuple[list[dict[str, Any]], ScanNote]:
         from eoctl.options import AuditOptions
@@ -43,16 +48,59 @@ class DuckDBTraceReader:
             if ep.input is None:
                 continue
             inputs.append(f"{name} ({', '.join(ep.input.topics)})")
-            if ep.input.kafka and (bounds.since or bounds.until):
+            if ep.input.kafka and bounds.index is None and (bounds.since or bounds.until):
                 # the broker's offsets of those times
                 ranges[name] = time_ranges(config.kafka[ep.input.kafka], ep.input.topics, bounds.since, bounds.until)
-        full = bounds.since is None and bounds.until is None
+        full = bounds.since is None and bounds.until is None and bounds.index is None
         if not inputs:
             return [], ScanNote(purpose, inputs, bounds.why, 0, full)
+        if bounds.index is not None:
+            return self._indexed_scan(config, bounds, clauses, purpose, inputs)
         build_working_copy(self.con, config, None, AuditOptions(since=bounds.since, until=bounds.until), keep=False,
                            endpoint_ranges=ranges)
         records = self.con.execute("SELECT count(*) FROM protocol").fetchall()[0][0]
-        return matching_records(self.con, clauses), ScanNote(purpose, inputs, bounds.why, records, full)
+        unread = self._unread(config, bounds) if bounds.chosen and bounds.since is not None else []
+        return matching_records(self.con, clauses), ScanNote(purpose, inputs, bounds.why, records, full, unread)
+
+    def _indexed_scan(self, config: Config, bounds: Bounds, clauses: list[Clause], purpose: str,
+                      inputs: list[str]) -> tuple[list[dict[str, Any]], ScanNote]:
+        """The copies in the record index and in the source past its end: the audit's `records`
+        (eoctl.engine.duckdb.index.records_with_index: `processed` from the current committed
+        offsets), as views, filtered by the clauses."""
+        from eoctl.engine.duckdb.index import IndexRun
+        from eoctl.options import AuditOptions
+        from eoctl.trace.reader import ScanNote, clause_condition
+
+        assert bounds.index is not None
+        run = IndexRun(base=bounds.index.base, plans=bounds.index.plans)
+        build_working_copy(self.con, config, None, AuditOptions(), keep=False, index=run)
+        fresh = self.con.execute("SELECT count(*) FROM protocol").fetchall()[0][0]
+        where, params = clause_condition(clauses, lambda c: "CAST(seq AS VARCHAR)" if c == "sequence" else ident(c))
+        columns = ", ".join("CAST(seq AS VARCHAR) AS sequence" if c == "sequence" else ident(c) for c in _HIT_COLUMNS)
+        hits = self.con.sql(f"SELECT endpoint AS consumer, {columns} FROM records WHERE {where}",
+                            params=params).to_arrow_table().to_pylist()
+        return hits, ScanNote(purpose, inputs, bounds.why, fresh, False, indexed=bounds.index.records)
+
+    def _unread(self, config: Config, bounds: Bounds) -> list[str]:
+        """The inputs holding records before the window read (eoctl.trace.reader.ScanNote.unread)."""
+        import datetime as dt
+
+        from eoctl.trace.reader import older_live_records
+
+        assert bounds.since is not None
+        since = bounds.since.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        out = []
+        for name, ep in config.endpoints.items():
+            if ep.input is None:
+                continue
+            if ep.input.kafka:
+                older = older_live_records(config, name, bounds.since)
+            else:  # the first older record ends the query
+                older = bool(self.con.execute(f"SELECT 1 FROM {ident(f'protocol_{name}')} WHERE timestamp < ? LIMIT 1",
+                                              [since]).fetchall())
+            if older:
+                out.append(name)
+        return out
 
     # ----------------------------------------------------------------------------- sinks
 
@@ -113,17 +161,15 @@ def matching_records(con, clauses: list[Clause]) -> list[dict[str, Any]]:
     records its job returned."""
     from eoctl.expr import Dialect, compile_sql
     from eoctl.expr.records import commits_table, protocol_table, working_copy
-    from eoctl.trace.reader import live_clauses
+    from eoctl.trace.reader import clause_condition, live_clauses
 
-    live = live_clauses(clauses)
-    if not live:
+    if not live_clauses(clauses):
         return []
     sql = compile_sql(working_copy(protocol_table(), commits_table(), Dialect.duckdb, sequence_text=True),
                       Dialect.duckdb)
-    where = " OR ".join("(" + " AND ".join(f"{ident(col)} IN ({', '.join(repr_sql(v) for v in sorted(values))})"
-                                           for col, values in c.items()) + ")" for c in live)
+    where, params = clause_condition(clauses, ident)
     return con.sql(f"SELECT endpoint AS consumer, {', '.join(ident(c) for c in _HIT_COLUMNS)} "
-                   f"FROM ({sql}) AS trace_records WHERE {where}").to_arrow_table().to_pylist()
+                   f"FROM ({sql}) AS trace_records WHERE {where}", params=params).to_arrow_table().to_pylist()
 
 
 def _as_spark_row(names, values) -> dict[str, Any]:

@@ -23,6 +23,11 @@ class SparkTraceReader:
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
+    def record_index(self, config):
+        from eoctl.incremental import find_indexed_read
+
+        return find_indexed_read(self.spark, config)
+
     def scan(self, config, bounds, committed, clauses, purpose):
         return _scan(self.spark, config, bounds, committed, clauses, purpose)
 
@@ -57,24 +62,89 @@ class SparkTraceReader:
         pass
 
 
-def _input_frame(spark: SparkSession, config: Config, name: str, ep: EndpointConfig, bounds: Bounds) -> DataFrame | None:
-    """An input's raw records (headers not decoded yet) within the bounds."""
+def _input_frame(spark: SparkSession, config: Config, name: str, ep: EndpointConfig, bounds: Bounds,
+                 timed: bool = True) -> DataFrame | None:
+    """An input's raw records (headers not decoded yet) within the bounds: past a record index's
+    end, or within its time span (`timed` False: every record of the time span's partitions)."""
     from pyspark.sql import functions as F
 
+    from eoctl import incremental
+    from eoctl.engine.spark.records import archive_predicate
     from eoctl.engine.spark.sources import read_input
 
     assert ep.input is not None
     ranges = None
-    if ep.input.kafka and (bounds.since or bounds.until):
+    plans = bounds.index.plans.get(name) if bounds.index is not None else None
+    if plans is not None and ep.input.kafka:
+        ranges = incremental.kafka_ranges(plans)
+    elif bounds.index is None and ep.input.kafka and timed and (bounds.since or bounds.until):
         ranges = time_ranges(config.kafka[ep.input.kafka], ep.input.topics, bounds.since, bounds.until)
         if not ranges:
             return None  # nothing in that time span
     df = read_input(spark, config, ep.input, ranges, protocol=False)
-    if bounds.since is not None:
-        df = df.where(F.col("timestamp") >= F.lit(bounds.since.astimezone(dt.timezone.utc).replace(tzinfo=None)))
-    if bounds.until is not None:
-        df = df.where(F.col("timestamp") < F.lit(bounds.until.astimezone(dt.timezone.utc).replace(tzinfo=None)))
+    if plans and ep.input.archive:
+        df = df.where(archive_predicate(plans))
+    if timed and bounds.index is None and bounds.since is not None:
+        df = df.where(F.col("timestamp") >= F.lit(_wall(bounds.since)))
+    if timed and bounds.index is None and bounds.until is not None:
+        df = df.where(F.col("timestamp") < F.lit(_wall(bounds.until)))
     return df.select(F.lit(name).alias("endpoint"), "topic", "partition", "offset", "timestamp", "headers")
+
+
+def _wall(when: dt.datetime) -> dt.datetime:
+    return when.astimezone(dt.timezone.utc).replace(tzinfo=None)
+
+
+def _unread(spark: SparkSession, config: Config, bounds: Bounds) -> list[str]:
+    """The inputs holding records before the window read (eoctl.trace.reader.ScanNote.unread): a
+    live topic's asked of the broker, an archive's by a job that stops at the first one."""
+    from pyspark.sql import functions as F
+
+    from eoctl.trace.reader import older_live_records
+
+    assert bounds.since is not None
+    out = []
+    for name, ep in config.endpoints.items():
+        if ep.input is None:
+            continue
+        if ep.input.kafka:
+            older = older_live_records(config, name, bounds.since)
+        else:
+            df = _input_frame(spark, config, name, ep, bounds, timed=False)
+            older = df is not None and not df.where(F.col("timestamp") < F.lit(_wall(bounds.since))).isEmpty()
+        if older:
+            out.append(name)
+    return out
+
+
+def _indexed_hits(spark: SparkSession, config: Config, bounds: Bounds, clauses: list[Clause]) -> list[dict[str, Any]]:
+    """The record index's rows (the audit's, `processed` from the current committed offsets) that
+    meet a clause: decoded already, so tested as they are; the few found are brought back."""
+    from pyspark.sql import functions as F
+
+    from eoctl.engine.spark.records import SparkRecords
+    from eoctl.options import AuditOptions
+
+    assert bounds.index is not None
+    records = SparkRecords(spark, config, AuditOptions(), base=bounds.index.base)
+    indexed = records.indexed
+    if indexed is None:  # the base was given up since it was found (a partition now ends below it)
+        return []
+
+    def test(col: str, values: set[str]):
+        column = F.col("seq").cast("string") if col == "sequence" else F.col(col)
+        return column.isin(sorted(values))
+
+    # the time as microseconds since the epoch: a Row gives a TIMESTAMP in the driver's local zone
+    found = indexed.where(_clauses(clauses, test)).withColumn("sequence", F.col("seq").cast("string")).withColumn(
+        "timestamp", F.unix_micros("timestamp"))
+    epoch = dt.datetime(1970, 1, 1)
+    out = []
+    for r in found.collect():  # the few records of the message
+        hit = {("consumer" if k == "endpoint" else k): v for k, v in r.asDict().items()}
+        hit["timestamp"] = None if hit["timestamp"] is None else epoch + dt.timedelta(microseconds=hit["timestamp"])
+        out.append(hit)
+    return out
 
 
 def _clauses(clauses: list[Clause], test) -> Any:
@@ -111,9 +181,12 @@ def _scan(spark: SparkSession, config: Config, bounds: Bounds, committed: dict[s
         df = _input_frame(spark, config, name, ep, bounds)
         if df is not None:
             frames.append(df)
-    full = bounds.since is None and bounds.until is None
+    full = bounds.since is None and bounds.until is None and bounds.index is None
+    indexed = _indexed_hits(spark, config, bounds, clauses) if bounds.index is not None else []
+    unread = _unread(spark, config, bounds) if bounds.chosen and bounds.since is not None else []
+    counted = bounds.index.records if bounds.index is not None else 0
     if not frames:
-        return [], ScanNote(purpose, inputs, bounds.why, 0, full)
+        return indexed, ScanNote(purpose, inputs, bounds.why, 0, full, unread, counted)
     df = reduce(lambda a, b: a.unionByName(b), frames)
 
     def raw(col: str, values: set[str]):
@@ -124,7 +197,7 @@ def _scan(spark: SparkSession, config: Config, bounds: Bounds, committed: dict[s
     read = df.agg(F.count(F.lit(1)).alias("n"), F.collect_list(F.when(_clauses(clauses, raw), candidate)).alias("c"))
     row = read.collect()[0]  # the count, and the few candidate records
     hits = _decoded(config, [c.asDict(recursive=True) for c in row["c"]], committed, clauses)
-    return hits, ScanNote(purpose, inputs, bounds.why, int(row["n"]), full)
+    return hits + indexed, ScanNote(purpose, inputs, bounds.why, int(row["n"]), full, unread, counted)
 
 
 def _decoded(config: Config, candidates: list[dict[str, Any]], committed: dict[str, dict[str, dict[int, int]]],
