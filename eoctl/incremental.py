@@ -16,8 +16,10 @@ reading the source again or running a check over every record.
 
 What this assumes, and a full audit does not: a partition's records below the indexed end do not
 change. True for Kafka (an append-only log; records below the log start offset are dropped from
-the index as a full read would not see them either), and for topic archives that are appended to.
-A compacted topic, or an archive whose old files are rewritten, needs a full audit.
+the index as a full read would not see them either), and for topic archives that are appended to:
+each index lists its archives' files, and a run whose archive lost or changed a listed file, or
+gained one holding records below the indexed end (a late file), is a full scan that says why
+(archive_change). A compacted topic needs a full audit.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eoctl.config.model import Config, EndpointConfig, TopicInput
 from eoctl.sources.kafka import EARLIEST, LATEST, OffsetRange
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
 #: Bumped whenever the derived columns of the working copy or the index's layout change: an index
 #: written by another version would otherwise mix old and new derivations in one audit. 4: the
 #: states of eoctl.expr.incremental beside the segments.
-INDEX_VERSION = 5  # 5: each segment's bytes, checked before an index is trusted
+INDEX_VERSION = 6  # 5: each segment's bytes, checked before an index is trusted; 6: each archive's files
 NO_BASE = "no earlier run to continue from: full scan"
 _PARTIAL = "partial-"
 _KEEP = 2  # indexes kept: the newest, and the one before for an audit still reading it
@@ -84,12 +86,17 @@ class RecordIndex:
     lows: dict[str, dict[str, dict[int, int]]] | None = None
     #: the states kept for the next run (eoctl.expr.incremental.STATES): name -> its folder, rows, bytes
     states: dict[str, StateFile] | None = None
+    #: archive inputs: endpoint -> the archive's data files (path under the archive -> bytes), as
+    #: listed when the run started: a file changed or gone, or a new one holding records below
+    #: the indexed end, means the index no longer describes the archive (archive_change)
+    archives: dict[str, dict[str, int]] | None = None
 
     def to_json(self) -> str:
         return json.dumps({"version": INDEX_VERSION, "segments": [[s.path, s.records, s.bytes] for s in self.segments],
                            "inputs": self.inputs, "ends": self.ends,
                            "committed": self.committed, "started_at": self.started_at, "lows": self.lows,
-                           "states": {n: [f.path, f.rows, f.bytes] for n, f in (self.states or {}).items()}},
+                           "states": {n: [f.path, f.rows, f.bytes] for n, f in (self.states or {}).items()},
+                           "archives": self.archives},
                           sort_keys=True)
 
     @classmethod
@@ -104,9 +111,10 @@ class RecordIndex:
         states = {n: StateFile(p, int(r), int(b)) for n, (p, r, b) in (raw.get("states") or {}).items()}
         segments = tuple(Segment(seg[0], int(seg[1]), int(seg[2]) if len(seg) > 2 and seg[2] is not None else None)
                          for seg in raw["segments"])
+        archives = {n: {str(f): int(b) for f, b in files.items()} for n, files in (raw.get("archives") or {}).items()}
         return cls(run_id, segments, raw["inputs"], offsets(raw["ends"]),
                    offsets(committed) if committed is not None else None, raw.get("started_at"),
-                   offsets(lows) if lows is not None else None, states)
+                   offsets(lows) if lows is not None else None, states, archives)
 
     @property
     def paths(self) -> list[str]:
@@ -261,7 +269,7 @@ class IndexedRead:
         return sum(s.records for s in self.base.segments)
 
 
-def find_indexed_read(spark: Any, config: Config) -> tuple[IndexedRead | None, str | None]:
+def find_indexed_read(spark: Any, config: Config, probe: ArchiveProbe) -> tuple[IndexedRead | None, str | None]:
     """The record index a trace looks copies up in: the newest recorded audit's that covers every
     input unchanged and is as it was recorded (newest_intact; `spark`: None on DuckDB), with
     where each source is read past its end; else None, and why when an index was there but is
@@ -272,7 +280,7 @@ def find_indexed_read(spark: Any, config: Config) -> tuple[IndexedRead | None, s
     base, why = newest_intact(spark, config, inputs)
     if base is None:  # why: an index that is there but damaged; None when no run kept one of these inputs
         return None, why
-    plans, reason = plan_reads(config, inputs, base)
+    plans, reason = plan_reads(config, inputs, base, probe)
     if plans is None:
         return None, f"the record index of run {base.run_id} is not used: {reason.removesuffix(': full scan')}"
     return IndexedRead(base, plans), None
@@ -320,6 +328,23 @@ def archive_condition(plans: list[PartitionPlan], quote) -> str:
     return "(" + " OR ".join(archive_branches(plans, quote)) + ")"
 
 
+def _topic_literal(value: str) -> str:
+    # Kafka topic names are [A-Za-z0-9._-]: a literal both engines read alike, no escaping
+    if not _TOPIC_NAME.fullmatch(value):
+        from eoctl.errors import SourceError
+
+        raise SourceError(f"topic {value!r} in the record index is not a Kafka topic name")
+    return f"'{value}'"
+
+
+def below_end_condition(plans: list[PartitionPlan], quote) -> str:
+    """Archive rows of a partition the index knows, below where it ends: what no archive file
+    that arrived after the indexed run may hold (archive_change), as SQL both engines read."""
+    topic, partition, offset = quote("topic"), quote("partition"), quote("offset")
+    return "(" + (" OR ".join(f"({topic} = {_topic_literal(p.topic)} AND {partition} = {int(p.partition)} "
+                              f"AND {offset} < {int(p.start)})" for p in plans) or "FALSE") + ")"
+
+
 def archive_branches(plans: list[PartitionPlan], quote) -> list[str]:
     """The disjoint parts of archive_condition, each a conjunction led by comparisons of one column
     that Parquet decides from a row group's min/max, so the row groups of old files are skipped:
@@ -329,14 +354,7 @@ def archive_branches(plans: list[PartitionPlan], quote) -> list[str]:
     skips row groups only for a condition on one column, so it reads each part as a query of its
     own; Spark reads their OR."""
     topic, partition, offset = quote("topic"), quote("partition"), quote("offset")
-
-    def text(value: str) -> str:
-        # Kafka topic names are [A-Za-z0-9._-]: a literal both engines read alike, no escaping
-        if not _TOPIC_NAME.fullmatch(value):
-            from eoctl.errors import SourceError
-
-            raise SourceError(f"topic {value!r} in the record index is not a Kafka topic name")
-        return f"'{value}'"
+    text = _topic_literal
 
     by_topic: dict[str, list[PartitionPlan]] = {}
     for p in plans:
@@ -354,11 +372,55 @@ def archive_branches(plans: list[PartitionPlan], quote) -> list[str]:
     return branches
 
 
-def plan_reads(config: Config, endpoints: dict[str, EndpointConfig], base: RecordIndex,
+class ArchiveProbe(Protocol):
+    """What an engine tells of a topic archive before a run continues an index of it."""
+
+    def listing(self, path: str) -> dict[str, int]:
+        """The archive's data files (path under `path` -> bytes), as its reader lists them: every
+        file below it but the hidden ones (a name starting with `_` or `.`)."""
+
+    def holds_below(self, source: TopicInput, files: list[str], plans: list[PartitionPlan]) -> bool:
+        """Whether one of `files` (paths under the archive) holds a record below where its
+        partition's index ends (below_end_condition)."""
+
+
+def archive_listings(probe: ArchiveProbe, endpoints: dict[str, EndpointConfig]) -> dict[str, dict[str, int]]:
+    """endpoint -> its archive's files now (RecordIndex.archives), of the archive inputs."""
+    return {n: probe.listing(ep.input.archive) for n, ep in endpoints.items()
+            if ep.input is not None and ep.input.archive}
+
+
+def archive_change(base: RecordIndex, name: str, source: TopicInput, now: dict[str, int],
+                   plans: list[PartitionPlan], probe: ArchiveProbe) -> str | None:
+    """Why `base` no longer describes an endpoint's archive, in words; None when it still does:
+    every file it listed is there with its bytes, and no file added since holds a record below
+    where the index ends (a late file: its records would be skipped, as if never sent)."""
+    listed = (base.archives or {}).get(name)
+    if listed is None:
+        return f"the record index of run {base.run_id} does not list the files of {name}'s archive"
+    for path, size in sorted(listed.items()):
+        found = now.get(path)
+        if found is None:
+            return f"archive file {path} of {name} is gone since run {base.run_id}"
+        if found != size:
+            return f"archive file {path} of {name} holds {found:,} bytes where run {base.run_id} listed {size:,}"
+    added = sorted(set(now) - set(listed))
+    if added and plans and probe.holds_below(source, added, plans):
+        shown = ", ".join(added[:3]) + (f" and {len(added) - 3} more" if len(added) > 3 else "")
+        return (f"archive file(s) {shown} of {name}, added since run {base.run_id}, hold records below where "
+                "its index ends (late files)")
+    return None
+
+
+def plan_reads(config: Config, endpoints: dict[str, EndpointConfig], base: RecordIndex, probe: ArchiveProbe,
+               listings: dict[str, dict[str, int]] | None = None,
                ) -> tuple[dict[str, list[PartitionPlan]] | None, str | None]:
     """Per endpoint, where the source is read from when continuing from `base`; None (with the
-    reason: a full scan) when a live partition ends below what the index read."""
+    reason: a full scan) when a live partition ends below what the index read, or an archive is
+    no longer as the index listed it (archive_change). `listings`: the archives' files, listed
+    already (archive_listings)."""
     plans: dict[str, list[PartitionPlan]] = {}
+    listings = listings if listings is not None else archive_listings(probe, endpoints)
     for name, ep in endpoints.items():
         if ep.input is None:
             continue
@@ -370,6 +432,9 @@ def plan_reads(config: Config, endpoints: dict[str, EndpointConfig], base: Recor
             plans[name] = plan
         else:
             plans[name] = archive_plan(ends)
+            changed = archive_change(base, name, ep.input, listings.get(name, {}), plans[name], probe)
+            if changed:
+                return None, f"{changed}: full scan"
     return plans, None
 
 

@@ -861,3 +861,48 @@ def test_a_damaged_index_means_a_full_audit_with_a_note_never_wrong_findings(tmp
     again = run_eoctl(*audit)  # the full run kept a sound index: the next continues from it
     assert json.loads(again.stdout)["run"]["scan"]["mode"] == "incremental"
     assert _found(json.loads(again.stdout)) == expected
+
+
+def _late_file(archive: Path, name: str) -> None:
+    """A file arriving late in `archive`: a record at an offset the index already read past (an
+    exporter that wrote an earlier batch last)."""
+    import duckdb
+
+    duckdb.sql(f"copy (select * from read_parquet('{archive}/*.parquet') where \"partition\" = 0 "
+               f"order by \"offset\" limit 1) to '{archive / name}' (format parquet)")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("engine", "how"), [("duckdb", "late"), ("duckdb", "rewritten"), ("spark", "late")])
+def test_an_archive_no_longer_as_the_index_listed_it_means_a_full_audit(spark, tmp_path: Path, engine: str,
+                                                                       how: str) -> None:
+    """Before: a file added below the indexed end was never read (its records skipped, as if never
+    sent), and a rewritten file's changes were not seen. Each index lists its archives' files; a
+    file changed, or one added holding records below the indexed end, means a full audit that says
+    which, with a full audit's findings. A file of new records only still continues the index."""
+    chaos = recorded_copy(tmp_path)
+    session = spark if engine == "spark" else None
+    archive = chaos.config_path.parent / "topics" / "orders"
+    first = _recorded(None, chaos.config)  # on DuckDB: the engine continues an index the other listed
+    assert set(first.index.archives["billing"]) == {"part-0.parquet"}
+    assert first.index.archives["billing"]["part-0.parquet"] == (archive / "part-0.parquet").stat().st_size
+    append_orders(chaos.config_path.parent, "part-1.parquet")  # new records only: continued
+    continued = _recorded(session, chaos.config, since_last=True)
+    assert continued.run["scan"]["mode"] == "incremental", continued.run["scan"]
+    assert continued.index.archives["billing"] == {f.name: f.stat().st_size for f in archive.glob("*.parquet")}
+    if how == "late":
+        _late_file(archive, "late-0.parquet")
+        expected = "late-0.parquet of billing, added since run"
+    else:
+        import duckdb
+
+        part = archive / "part-1.parquet"
+        duckdb.sql(f"copy (select * from read_parquet('{part}') limit 1) to '{tmp_path / 'one.parquet'}' "
+                   "(format parquet)")
+        (tmp_path / "one.parquet").replace(part)
+        expected = "archive file part-1.parquet of billing holds"
+    report = _recorded(session, chaos.config, since_last=True)
+    assert report.run["scan"]["mode"] == "full" and expected in report.run["scan"]["reason"], report.run["scan"]
+    assert identities(report) == identities(_full_on_duckdb(chaos.config))
+    again = _recorded(None, chaos.config, since_last=True)  # the full run listed the files as they are
+    assert again.run["scan"]["mode"] == "incremental"

@@ -26,6 +26,11 @@ class IndexFiles(Protocol):
         beside them and readers skip (Hadoop's `.crc` checksums, `_SUCCESS`), so that one folder
         measures the same on both engines."""
 
+    def listing(self, root: str) -> dict[str, int]:
+        """The data files below `root` (a path under it -> bytes; a file: its own name), as Spark's
+        file sources list them: none below a name starting with `_` or `.`; {} when it does not
+        exist. The same keys on both engines."""
+
 
 def hidden(name: str) -> bool:
     """A file Parquet readers skip (Hadoop's and Spark's convention): `.crc`, `_SUCCESS`, ..."""
@@ -76,6 +81,20 @@ class FsspecFiles:
         found = fs.find(p, detail=True)
         return sum(int(info.get("size") or 0) for name, info in found.items()
                    if info.get("type") != "directory" and not hidden(name.rstrip("/").rsplit("/", 1)[-1]))
+
+    def listing(self, root: str) -> dict[str, int]:
+        fs, p = self._fs(root)
+        if not fs.exists(p):
+            return {}
+        if fs.isfile(p):
+            return {p.rstrip("/").rsplit("/", 1)[-1]: int(fs.info(p).get("size") or 0)}
+        top = p.rstrip("/")
+        out = {}
+        for name, info in fs.find(p, detail=True).items():
+            rel = name[len(top) + 1:]
+            if info.get("type") != "directory" and not any(hidden(part) for part in rel.split("/")):
+                out[rel] = int(info.get("size") or 0)
+        return out
 
     def children(self, root: str) -> list[tuple[str, float]]:
         fs, p = self._fs(root)

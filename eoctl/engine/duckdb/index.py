@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import duckdb
 
     from eoctl.config.model import Config, EndpointConfig
-    from eoctl.incremental import PartitionPlan, RecordIndex
+    from eoctl.incremental import ArchiveProbe, PartitionPlan, RecordIndex
 
 _SEGMENT_FILE = "part-00000.zstd.parquet"
 
@@ -34,16 +34,20 @@ class IndexRun:
     fallback: str | None = None  # why a base found was given up (a full scan)
     committed: dict = field(default_factory=dict)  # the committed offsets the run read against
 
+    archives: dict = field(default_factory=dict)  # the archives' files when the run started (RecordIndex.archives)
+
     @classmethod
     def open(cls, config: Config, endpoints: dict[str, EndpointConfig], since_last: bool,
-             partial: str | None) -> IndexRun:
+             partial: str | None, probe: ArchiveProbe) -> IndexRun:
+        """`probe`: the engine's archives (eoctl.engine.duckdb.records.ArchiveFiles)."""
         from eoctl import incremental
 
         run = cls(partial=partial)
+        run.archives = incremental.archive_listings(probe, endpoints)  # before anything is read
         if since_last:
             base, run.fallback = incremental.find_base(None, config, endpoints)
             if base is not None:
-                plans, reason = incremental.plan_reads(config, endpoints, base)
+                plans, reason = incremental.plan_reads(config, endpoints, base, probe, run.archives)
                 if plans is None:
                     run.fallback = reason
                 else:
@@ -339,4 +343,4 @@ def keep(con: duckdb.DuckDBPyConnection, config: Config, run_id: str, run: Index
     incremental.publish(None, config, run_id, run.partial)
     return RecordIndex(run_id, incremental.measured(None, segments, folder), incremental.fingerprints(config, endpoints),
                        incremental.index_ends(run.plans, stats), run.committed, started_at, lows,
-                       incremental.state_files(folder, states))
+                       incremental.state_files(folder, states), run.archives)

@@ -14,13 +14,15 @@ import uuid
 from typing import TYPE_CHECKING
 
 from eoctl.engine.duckdb.files import archive_files
-from eoctl.engine.duckdb.sql import flat_table, ident, no_rows, repr_sql, sql_text, sql_utc_wall_time
+from eoctl.engine.duckdb.sql import connect, flat_table, ident, no_rows, repr_sql, sql_text, sql_utc_wall_time
 from eoctl.errors import SourceError
 from eoctl.sources.archive import check_archive_files
 from eoctl.sources.records import PROTOCOL_COLUMNS
 
 if TYPE_CHECKING:
     import duckdb
+
+    from eoctl.incremental import PartitionPlan
 
 #: the normalized record schema (eoctl.sources.records), as DuckDB types
 #: columns every topic archive file has at its top level, and nothing else there names
@@ -47,6 +49,33 @@ def list_archives(config, endpoints: list[str]) -> dict[str, list[str]]:
         if source is not None and not source.kafka and source.archive not in listed:
             listed[source.archive] = archive_files(source.archive, source.archive_format)
     return listed
+
+
+class ArchiveFiles:
+    """The DuckDB engine's eoctl.incremental.ArchiveProbe: archives listed through fsspec, the
+    files added since an indexed run read by a connection of their own (the run's may be copying
+    the stores meanwhile)."""
+
+    def __init__(self, memory_limit: str | None) -> None:
+        self.memory_limit = memory_limit
+
+    def listing(self, path: str) -> dict[str, int]:
+        from eoctl.engine.files import FsspecFiles
+
+        return FsspecFiles().listing(path)
+
+    def holds_below(self, source, files: list[str], plans: list[PartitionPlan]) -> bool:
+        from eoctl.incremental import below_end_condition
+
+        root = source.archive.rstrip("/")
+        con = connect(self.memory_limit)
+        try:
+            read_archive(con, "added_files", source.archive, source.archive_format, source.topics,
+                         [f"{root}/{f}" for f in files])
+            return bool(con.execute(f"SELECT 1 FROM added_files WHERE {below_end_condition(plans, ident)} "
+                                    "LIMIT 1").fetchall())  # the first such record ends the read
+        finally:
+            con.close()
 
 
 def read_archive(con: duckdb.DuckDBPyConnection, view: str, path: str, fmt: str,

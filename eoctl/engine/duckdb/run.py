@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eoctl.engine.duckdb.records import build_working_copy, list_archives, working_copy_sql
+from eoctl.engine.duckdb.records import ArchiveFiles, build_working_copy, list_archives, working_copy_sql
 from eoctl.engine.duckdb.sql import Background, connect, flat_table, ident, keep_table, table_of_rows
 from eoctl.engine.duckdb.stores import copy_stores_ahead, list_blobs, load_store_tables, read_sink
 from eoctl.secrets import mask_text
@@ -91,7 +91,7 @@ class DuckDBRun:
             # compile, and the topic archives listed (a local one: 0.01 s)
             if options.since_last or index_path:
                 self.index = duckdb_index.IndexRun.open(config, _scope(config, options).endpoints, options.since_last,
-                                                        index_path)
+                                                        index_path, ArchiveFiles(config.engine.memory_limit))
             from eoctl.expr import Dialect
 
             self.dialect = Dialect.duckdb

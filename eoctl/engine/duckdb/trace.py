@@ -33,9 +33,10 @@ class DuckDBTraceReader:
     # ---------------------------------------------------------------------------- topics
 
     def record_index(self, config: Config):
+        from eoctl.engine.duckdb.records import ArchiveFiles
         from eoctl.incremental import find_indexed_read
 
-        return find_indexed_read(None, config)
+        return find_indexed_read(None, config, ArchiveFiles(config.engine.memory_limit))
 
     def scan(self, config: Config, bounds: Bounds, committed: dict, clauses: list[Clause],
              purpose: str) -> tuple[list[dict[str, Any]], ScanNote]:

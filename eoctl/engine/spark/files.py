@@ -50,3 +50,20 @@ class HadoopFiles:
             if not status.getPath().getName().startswith((".", "_")):  # eoctl.engine.files.hidden's rule
                 total += int(status.getLen())
         return total
+
+    def listing(self, root: str) -> dict[str, int]:
+        fs, hroot = self._fs(root)
+        if not fs.exists(hroot):
+            return {}
+        if fs.getFileStatus(hroot).isFile():
+            return {hroot.getName(): int(fs.getFileStatus(hroot).getLen())}
+        top = str(fs.makeQualified(hroot).toString()).rstrip("/")
+        files = fs.listFiles(hroot, True)
+        out = {}
+        while files.hasNext():
+            status = files.next()
+            full = str(status.getPath().toString())
+            rel = full[len(top) + 1:] if full.startswith(top + "/") else status.getPath().getName()
+            if not any(part.startswith((".", "_")) for part in rel.split("/")):  # eoctl.engine.files.hidden's rule
+                out[rel] = int(status.getLen())
+        return out

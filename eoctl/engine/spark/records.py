@@ -66,6 +66,11 @@ class SparkRecords:
         self._persisted: list[DataFrame] = []
         self._scratch: list[str] = []
         self._starts: dict[str, dict[tuple[str, int], int]] = {}
+        self.probe = ArchiveFiles(spark)
+        # the archives' files before anything is read: what this run's index lists, and what the
+        # base's listing is compared with (RecordIndex.archives)
+        self.archives = (incremental.archive_listings(self.probe, self.endpoints)
+                         if base is not None or index_path else {})
 
     @property
     def endpoints(self) -> dict[str, EndpointConfig]:
@@ -226,7 +231,7 @@ class SparkRecords:
         if self.base is None or self._planned:
             return
         self._planned = True
-        plans, reason = incremental.plan_reads(self.config, self.endpoints, self.base)
+        plans, reason = incremental.plan_reads(self.config, self.endpoints, self.base, self.probe, self.archives)
         if plans is None:
             self.base, self.fallback = None, reason
             return
@@ -343,6 +348,31 @@ def _utc(value: dt.datetime) -> dt.datetime:
     return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
 
 
+class ArchiveFiles:
+    """The Spark engine's eoctl.incremental.ArchiveProbe: archives listed through Hadoop's file
+    system (as Spark's file sources list them), the files added since an indexed run read by a
+    job that stops at their first record below the indexed end."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def listing(self, path: str) -> dict[str, int]:
+        from eoctl.engine.spark.files import HadoopFiles
+
+        return HadoopFiles(self.spark).listing(path)
+
+    def holds_below(self, source, files: list[str], plans: list[PartitionPlan]) -> bool:
+        from pyspark.sql import functions as F
+
+        from eoctl.engine.spark.sources import read_archive
+        from eoctl.incremental import below_end_condition
+
+        root = source.archive.rstrip("/")
+        df = read_archive(self.spark, source.archive, source.archive_format, source.topics,
+                          files=[f"{root}/{f}" for f in files])
+        return not df.where(F.expr(below_end_condition(plans, lambda c: f"`{c}`"))).isEmpty()
+
+
 def archive_predicate(plans: list[PartitionPlan]) -> Column:
     """archive_condition as a Spark column."""
     from pyspark.sql import functions as F
@@ -381,7 +411,7 @@ def keep(spark: SparkSession, config: Config, run_id: str, partial: str, records
     publish(spark, config, run_id, partial)
     return RecordIndex(run_id, measured(spark, segments, folder), fingerprints(config, records.endpoints), ends,
                        records.committed, records.options.now.isoformat(), _lows(records, stats),
-                       state_files(folder, states))
+                       state_files(folder, states), records.archives)
 
 
 def _lows(records: SparkRecords, stats: list) -> dict[str, dict[str, dict[int, int]]]:

@@ -136,18 +136,21 @@ def _json_schema(binary_payload: bool = True):
     return StructType([*fields, StructField(_CORRUPT, StringType())])
 
 
-def read_archive(spark: SparkSession, path: str, fmt: str, topics: list[str] | None = None) -> DataFrame:
-    """Records of the archive at `path`, normalized; only `topics` when given."""
+def read_archive(spark: SparkSession, path: str, fmt: str, topics: list[str] | None = None,
+                 files: list[str] | None = None) -> DataFrame:
+    """Records of the archive at `path`, normalized; only `topics` when given; only `files` (paths
+    of files under it) when given."""
     from pyspark.sql import functions as F
     from pyspark.sql.utils import AnalysisException
 
+    where = files if files is not None else path
     try:
         if fmt == "json":
-            raw = spark.read.schema(_json_schema()).options(**_JSON_OPTIONS).json(path)
+            raw = spark.read.schema(_json_schema()).options(**_JSON_OPTIONS).json(where)
             decoded = reduce(lambda a, b: a & b, [F.col(c).isNotNull() for c in _PLACE], F.col(_CORRUPT).isNull())
             df = raw.where(decoded).drop(_CORRUPT)
         else:
-            df = spark.read.format(fmt).load(path)
+            df = spark.read.format(fmt).load(where)
             if fmt == "parquet":
                 check_archive_files(path, _misfit_local_parquet(df.inputFiles()))
         df = normalize(df)

@@ -24,9 +24,10 @@ class SparkTraceReader:
         self.spark = spark
 
     def record_index(self, config):
+        from eoctl.engine.spark.records import ArchiveFiles
         from eoctl.incremental import find_indexed_read
 
-        return find_indexed_read(self.spark, config)
+        return find_indexed_read(self.spark, config, ArchiveFiles(self.spark))
 
     def scan(self, config, bounds, committed, clauses, purpose):
         return _scan(self.spark, config, bounds, committed, clauses, purpose)
