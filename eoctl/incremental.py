@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 #: Bumped whenever the derived columns of the working copy or the index's layout change: an index
 #: written by another version would otherwise mix old and new derivations in one audit. 4: the
 #: states of eoctl.expr.incremental beside the segments.
-INDEX_VERSION = 6  # 5: each segment's bytes, checked before an index is trusted; 6: each archive's files
+INDEX_VERSION = 6  # 5: each segment's bytes, checked before an index is trusted; 6: each archive's files, each
+# folder's checksum
 NO_BASE = "no earlier run to continue from: full scan"
 _PARTIAL = "partial-"
 _KEEP = 2  # indexes kept: the newest, and the one before for an audit still reading it
@@ -53,12 +54,14 @@ _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 @dataclass(frozen=True)
 class Segment:
-    """One Parquet folder of the record index, how many records it holds and its bytes (measured
-    once published: a folder that no longer holds them is never read as the index)."""
+    """One Parquet folder of the record index, how many records it holds, its bytes and their
+    checksum (measured once published: a folder that no longer holds them is never read as the
+    index)."""
 
     path: str
     records: int
     bytes: int | None = None
+    checksum: str | None = None  # IndexFiles.checksum; None where the file system gives none
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class StateFile:
     path: str
     rows: int
     bytes: int
+    checksum: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,10 +96,11 @@ class RecordIndex:
     archives: dict[str, dict[str, int]] | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"version": INDEX_VERSION, "segments": [[s.path, s.records, s.bytes] for s in self.segments],
+        return json.dumps({"version": INDEX_VERSION,
+                           "segments": [[s.path, s.records, s.bytes, s.checksum] for s in self.segments],
                            "inputs": self.inputs, "ends": self.ends,
                            "committed": self.committed, "started_at": self.started_at, "lows": self.lows,
-                           "states": {n: [f.path, f.rows, f.bytes] for n, f in (self.states or {}).items()},
+                           "states": {n: [f.path, f.rows, f.bytes, f.checksum] for n, f in (self.states or {}).items()},
                            "archives": self.archives},
                           sort_keys=True)
 
@@ -108,9 +113,8 @@ class RecordIndex:
             return {ep: {t: {int(p): int(o) for p, o in parts.items()} for t, parts in topics.items()}
                     for ep, topics in tree.items()}
         committed, lows = raw.get("committed"), raw.get("lows")
-        states = {n: StateFile(p, int(r), int(b)) for n, (p, r, b) in (raw.get("states") or {}).items()}
-        segments = tuple(Segment(seg[0], int(seg[1]), int(seg[2]) if len(seg) > 2 and seg[2] is not None else None)
-                         for seg in raw["segments"])
+        states = {n: StateFile(p, int(r), int(b), c) for n, (p, r, b, c) in (raw.get("states") or {}).items()}
+        segments = tuple(Segment(p, int(r), int(b) if b is not None else None, c) for p, r, b, c in raw["segments"])
         archives = {n: {str(f): int(b) for f, b in files.items()} for n, files in (raw.get("archives") or {}).items()}
         return cls(run_id, segments, raw["inputs"], offsets(raw["ends"]),
                    offsets(committed) if committed is not None else None, raw.get("started_at"),
@@ -124,8 +128,9 @@ class RecordIndex:
     def damage(self, files: Any) -> str | None:
         """What of the index is not as it was recorded (a folder gone, or of other bytes: truncated,
         rewritten, replaced), in words; None when every folder holds what the index recorded."""
-        expected = [(s.path, s.bytes) for s in self.segments] + [(f.path, f.bytes) for f in (self.states or {}).values()]
-        for path, size in expected:
+        expected = ([(s.path, s.bytes, s.checksum) for s in self.segments]
+                    + [(f.path, f.bytes, f.checksum) for f in (self.states or {}).values()])
+        for path, size, checksum in expected:
             if not files.exists(path):
                 return f"{path} is gone"
             if size is None:
@@ -133,17 +138,50 @@ class RecordIndex:
             found = files.size(path)
             if found != size:
                 return f"{path} holds {found:,} bytes where the index recorded {size:,}"
+        # the checksums once every size matched: a garbled file of the same size (a read of each)
+        for path, _size, checksum in expected:
+            if checksum is not None and folder_checksum(files, path) != checksum:
+                return f"{path} holds other bytes than the index recorded (checksum {checksum} differs)"
         return None
 
 
-def measured(spark: Any, segments: list[Segment], folder: str) -> tuple[Segment, ...]:
-    """`segments` with the bytes of this run's own (under `folder`, just published) measured."""
+def sealed(spark: Any, index: RecordIndex, folder: str) -> RecordIndex:
+    """`index` with the bytes and checksum of this run's own folders (under `folder`, just
+    published) measured: what a later run checks before it trusts them (RecordIndex.damage)."""
     from dataclasses import replace
 
     from eoctl.engine.files import index_files
 
     files = index_files(spark)
-    return tuple(replace(s, bytes=files.size(s.path)) if s.path.startswith(folder + "/") else s for s in segments)
+
+    def own(path: str) -> bool:
+        return path.startswith(folder + "/")
+
+    segments = tuple(replace(s, bytes=files.size(s.path), checksum=folder_checksum(files, s.path)) if own(s.path)
+                     else s for s in index.segments)
+    states = {n: replace(f, checksum=folder_checksum(files, f.path)) if own(f.path) else f
+              for n, f in (index.states or {}).items()}
+    return replace(index, segments=segments, states=states)
+
+
+def folder_checksum(files: Any, path: str) -> str | None:
+    """CRC-32 of the data files of an index folder on a local file system (IndexFiles.listing's,
+    by name): the corruption check Hadoop's `.crc` files make, not a defence against tampering;
+    the same on both engines. None elsewhere (hdfs, s3): a read of every byte through the
+    driver would cost more than the check is worth; their sizes are still compared."""
+    import zlib
+
+    local = path.removeprefix("file://") if path.startswith("file://") else path.removeprefix("file:")
+    if "://" in local:
+        return None
+    root = Path(local)
+    names = [root] if root.is_file() else [root / rel for rel in sorted(files.listing(path))]
+    crc = 0
+    for name in names:
+        with open(name, "rb") as f:
+            while block := f.read(1 << 20):
+                crc = zlib.crc32(block, crc)
+    return f"crc32:{crc:08x}"
 
 
 def merge_plan(segments: list[Segment]) -> int:

@@ -831,6 +831,11 @@ def _damage(root: Path, how: str) -> Path:
         kept.replace(victim)
     elif how == "deleted":
         victim.unlink()
+    elif how == "garbled":  # the same size, other bytes in the middle
+        data = bytearray(victim.read_bytes())
+        middle = len(data) // 2
+        data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
+        victim.write_bytes(bytes(data))
     else:  # a state of another schema in its place
         import duckdb
 
@@ -839,11 +844,12 @@ def _damage(root: Path, how: str) -> Path:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("how", ["truncated", "rows removed", "deleted", "state"])
+@pytest.mark.parametrize("how", ["truncated", "rows removed", "deleted", "state", "garbled"])
 def test_a_damaged_index_means_a_full_audit_with_a_note_never_wrong_findings(tmp_path: Path, how: str) -> None:
     """Before: a truncated or garbled segment or state failed every later run (exit 3 or an
     internal error), and one with rows removed gave wrong findings with no note (EO101 x2 and EO102
-    missed). Each folder's bytes are recorded; an index not as recorded is never read."""
+    missed). Each folder's bytes and their checksum are recorded (a garbled file of the same size
+    too); an index not as recorded is never read."""
     chaos = recorded_copy(tmp_path)
     audit = ("--engine", "duckdb", "--config", str(chaos.config_path), "--format", "json", "audit",
              "--fail-on", "critical", "--since-last")

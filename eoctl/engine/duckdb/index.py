@@ -341,6 +341,6 @@ def keep(con: duckdb.DuckDBPyConnection, config: Config, run_id: str, run: Index
             incremental.discard(None, f"{run.partial}/records")
         segments.append(Segment(f"{folder}/merged", count))
     incremental.publish(None, config, run_id, run.partial)
-    return RecordIndex(run_id, incremental.measured(None, segments, folder), incremental.fingerprints(config, endpoints),
-                       incremental.index_ends(run.plans, stats), run.committed, started_at, lows,
-                       incremental.state_files(folder, states), run.archives)
+    return incremental.sealed(None, RecordIndex(
+        run_id, tuple(segments), incremental.fingerprints(config, endpoints), incremental.index_ends(run.plans, stats),
+        run.committed, started_at, lows, incremental.state_files(folder, states), run.archives), folder)

@@ -23,11 +23,11 @@ from eoctl.incremental import (
     discard,
     fingerprints,
     index_ends,
-    measured,
     merge_plan,
     publish,
     live_lows,
     run_folder,
+    sealed,
     state_files,
 )
 from eoctl.sources import input_committed_offsets
@@ -409,9 +409,9 @@ def keep(spark: SparkSession, config: Config, run_id: str, partial: str, records
     ends = index_ends(records.plans, stats)
     records.keep_index()
     publish(spark, config, run_id, partial)
-    return RecordIndex(run_id, measured(spark, segments, folder), fingerprints(config, records.endpoints), ends,
-                       records.committed, records.options.now.isoformat(), _lows(records, stats),
-                       state_files(folder, states), records.archives)
+    return sealed(spark, RecordIndex(run_id, tuple(segments), fingerprints(config, records.endpoints), ends,
+                                     records.committed, records.options.now.isoformat(), _lows(records, stats),
+                                     state_files(folder, states), records.archives), folder)
 
 
 def _lows(records: SparkRecords, stats: list) -> dict[str, dict[str, dict[int, int]]]:
