@@ -82,12 +82,14 @@ class OutboxPlan:
         key = t.q("incoming_message_id")
         params: list[Any] = [_cutoff(t, self.layout.config, self.options.now)]
         where = _past(t)
-        if after is not None:
-            where += f" and {key} > %s"
-            params.append(after)
         with open_db(t.store, read_only=True) as db:
+            entry_id = db.ids(t.table, t.col("incoming_message_id"))
+            attempt = db.ids(t.table, t.col("attempt_id"))
+            if after is not None:
+                where += f" and {key} > {entry_id.param()}"
+                params.append(after)
             rows = db.execute(
-                f"select cast({key} as varchar), cast({t.q('attempt_id')} as varchar), {t.q('created_at')}, "
+                f"select {_as_text(entry_id, key)}, {_as_text(attempt, t.q('attempt_id'))}, {t.q('created_at')}, "
                 f"{t.q('updated_at')} from {db.table(t.table)} where {where}{owned} order by {key} limit %s",
                 [*params, *owner, limit])
         now = self.options.now
@@ -173,3 +175,8 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
     `execute`, count what would be put back."""
     return restore_run(config, COMMAND, run_id, "outbox rows", lambda really, left: restore_tables(
         config, "outbox", "incoming_message_id", run_id, really, left, keep=lambda t: t.keeps_sent), execute)
+
+
+def _as_text(typed, sql: str) -> str:
+    """An id column as text: its IdSql's, and a text column cast (a number kept as an id)."""
+    return typed.text(sql) if typed.family != "text" else f"cast({sql} as varchar)"

@@ -83,7 +83,8 @@ def _journaled_ids(t: EndpointTable, run_id: str) -> list[str]:
     with open_db(t.store) as db:
         if db.columns(journal_of(t.table)) is None:
             return []
-        return [r[0] for r in db.execute(f"select {t.q('token_id')} from {db.table(journal_of(t.table))} "
+        token_id = db.ids(journal_of(t.table), t.col("token_id"))
+        return [r[0] for r in db.execute(f"select {token_id.text(t.q('token_id'))} from {db.table(journal_of(t.table))} "
                                          "where eoctl_run_id = %s", [run_id])]
 
 

@@ -16,7 +16,7 @@ from eoctl.ops.lease import utcnow
 from eoctl.errors import SourceError
 from eoctl.inert import inert
 from eoctl.stores.connection import DRIVER_MODULES, describe, quote_ident
-from eoctl.stores.db import Db, StoreConfig, in_list, open_db
+from eoctl.stores.db import Db, StoreConfig, open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
 
 JOURNAL_EXTRA = (("eoctl_run_id", "varchar"), ("eoctl_removed_at", "timestamptz"))
@@ -43,17 +43,18 @@ def journal_and_delete(t: EndpointTable, key: str, ids: list[str], guard: str | 
         cols = db.ensure_copy_table(t.table, journal, JOURNAL_EXTRA)
         col_list = ", ".join(q(x) for x in cols)
         guard = guard(db) if callable(guard) else guard
+        typed = db.ids(t.table, t.col(key))  # ids in and out as text, whatever type the column has
         with db.tx():
             # the rows still meeting the guard, locked on a server until the commit (FOR UPDATE:
             # the pipeline cannot change one between its journaling and its delete); DuckDB has
             # one writer per file, this transaction
             locked = [r[0] for r in db.execute(
-                f"select {t.q(key)} from {db.table(t.table)} where {t.q(key)} in {in_list(ids)} and {guard}{owned}"
-                + ("" if db.duckdb else " for update"), [*ids, *params, *owner])]
+                f"select {typed.text(t.q(key))} from {db.table(t.table)} where {t.q(key)} in {typed.params(len(ids))} "
+                f"and {guard}{owned}" + ("" if db.duckdb else " for update"), [*ids, *params, *owner])]
             if locked:
                 # the guard again: in a table without a unique key, a row sharing a locked row's key
                 # (a pending row of the same id) is not the locked row and stays
-                chosen = f"where {t.q(key)} in {in_list(locked)} and {guard}{owned}"
+                chosen = f"where {t.q(key)} in {typed.params(len(locked))} and {guard}{owned}"
                 db.execute(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
                            f"select {col_list}, %s, %s from {db.table(t.table)} {chosen}",
                            [run_id, utcnow(), *locked, *params, *owner])
@@ -76,8 +77,9 @@ def journal_and_delete_intents(it: EndpointTable, kind: str, intent_ids: list[st
             part = intent_ids[start:start + 500]
             # the same rows are journaled and deleted: one condition, in one transaction (an id
             # alone would also take a row of another kind or ref sharing it, in a table without a key)
-            chosen = (f"where {it.q('intent_id')} in {in_list(part)} and {it.q('kind')} = %s "
-                      f"and {it.q('ref')} in {in_list(refs)}{owned}")
+            chosen = (f"where {it.q('intent_id')} in {db.ids(it.table, it.col('intent_id')).params(len(part))} "
+                      f"and {it.q('kind')} = %s and {it.q('ref')} in {db.ids(it.table, it.col('ref')).params(len(refs))}"
+                      f"{owned}")
             params = [*part, kind, *refs, *owner]
             with db.tx():
                 journaled = db.rowcount(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
@@ -111,9 +113,10 @@ def intents_naming(it: EndpointTable, kind: str, refs: list[str]) -> list[str]:
     with open_db(it.store) as db:
         if db.columns(it.table) is None:
             return []
+        intent_id, ref = db.ids(it.table, it.col("intent_id")), db.ids(it.table, it.col("ref"))
         return [r[0] for r in db.execute(
-            f"select {it.q('intent_id')} from {db.table(it.table)} where {it.q('kind')} = %s and {it.q('ref')} in "
-            f"{in_list(refs)}", [kind, *refs])]
+            f"select {intent_id.text(it.q('intent_id'))} from {db.table(it.table)} where {it.q('kind')} = %s and "
+            f"{it.q('ref')} in {ref.params(len(refs))}", [kind, *refs])]
 
 
 #: the run id journal rows a restore cannot put back carry inside its transaction (never committed:
@@ -208,7 +211,9 @@ def _name_held(db: Db, t: EndpointTable, key_col: str, journal: str, run_id: str
     """Name the run's journal rows whose identity the table holds again (NAMED_ROWS at most, the
     rest counted), each under the endpoint that owns it."""
     owner_sql = f"cast(j.{q(t.owner_column)} as varchar)" if t.owner_column else "null"
-    rows = db.execute(f"select cast(j.{q(key_col)} as varchar), {owner_sql} from {db.table(journal)} j "
+    key_text = db.ids(journal, key_col)
+    key_sql = key_text.text(f"j.{q(key_col)}") if key_text.family != "text" else f"cast(j.{q(key_col)} as varchar)"
+    rows = db.execute(f"select {key_sql}, {owner_sql} from {db.table(journal)} j "
                       f"where j.eoctl_run_id = %s and {there} order by 2, 1 limit {NAMED_ROWS + 1}", [run_id])
     why = (f"the table holds a row with this {key_col} again (written since the run): it is left as it is "
            f"and the journaled row kept; delete the table's row if the journaled one should win, then restore again")

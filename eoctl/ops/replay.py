@@ -118,14 +118,16 @@ def find_stuck(layout: StoreLayout, options: ReplayOptions) -> list[StuckEntry]:
         owned, owner = t.owned()
         with open_db(t.store, read_only=True) as db:
             where, params = [], []
+            entry_id, token_id = db.ids(t.table, t.col("incoming_message_id")), db.ids(t.table, t.col("incoming_token_id"))
             if options.entries:
-                where.append(f"{t.q('incoming_message_id')} in ({', '.join(['%s'] * len(options.entries))})")
+                where.append(f"{t.q('incoming_message_id')} in {entry_id.params(len(options.entries))}")
                 params += options.entries
             else:
                 where.append(f"{t.q('created_at')} < %s")
                 params.append(options.now - options.stuck_after)
             rows = db.execute(
-                f"select {t.q('incoming_message_id')}, {t.q('incoming_token_id')}, cast({t.q('outgoing')} as varchar), "
+                f"select {entry_id.text(t.q('incoming_message_id'))}, {token_id.text(t.q('incoming_token_id'))}, "
+                f"cast({t.q('outgoing')} as varchar), "
                 f"{t.q('tokens_committed_at')}, {t.q('created_at')}, {t.q('version')} from {db.table(t.table)} "
                 f"where {' and '.join(where)}{owned}{t.pending()} order by {t.q('created_at')}, "
                 f"{t.q('incoming_message_id')} "
@@ -277,8 +279,16 @@ def _insert(db: Db, t: EndpointTable, values: dict[str, Any]) -> None:
     """One row of an endpoint's table; its owner column (when the table has one) names the endpoint."""
     if t.owner_column is not None:
         values = {**values, t.owner_canonical: t.owner}
+    ids = {c: db.ids(t.table, t.col(c)) for c in values}  # each bound as its column keeps it (IdSql)
+    if "attempt_id" in ids and ids["attempt_id"].family in ("uuid", "uuid_bytes"):
+        # a column of UUIDs takes replay's attempt id without its marking prefix
+        values = {**values, "attempt_id": str(values["attempt_id"]).removeprefix(REPLAY_ATTEMPT)}
     db.execute(f"insert into {db.table(t.table)} ({', '.join(t.q(c) for c in values)}) "
-               f"values ({', '.join(['%s'] * len(values))})", list(values.values()))
+               f"values ({', '.join(ids[c].param() for c in values)})", list(values.values()))
+
+
+#: what marks the attempt id of the tokens and intents replay makes (a text column: eoctl-replay-UUID)
+REPLAY_ATTEMPT = "eoctl-replay-"
 
 
 def _outbox(layout: StoreLayout, entry: StuckEntry) -> EndpointTable:
@@ -295,7 +305,8 @@ def _update_entry(layout: StoreLayout, entry: StuckEntry, messages: list[dict[st
             changed = db.rowcount(
                 f"update {db.table(t.table)} set {t.q('outgoing')} = %s, {t.q('tokens_committed_at')} = %s, "
                 f"{t.q('updated_at')} = %s, {t.q('version')} = {t.q('version')} + 1 where "
-                f"{t.q('incoming_message_id')} = %s and {t.q('version')} = %s{owned}",
+                f"{t.q('incoming_message_id')} = {db.ids(t.table, t.col('incoming_message_id')).param()} "
+                f"and {t.q('version')} = %s{owned}",
                 [json.dumps(messages), now, now, entry.entry_id, entry.version, *owner])
     if changed != 1:
         raise ConcurrencyConflict(f"entry changed since version {entry.version} while tokens were committed")
@@ -309,7 +320,8 @@ def _remove_incoming_token(layout: StoreLayout, entry: StuckEntry) -> None:
     owned, owner = t.owned()
     with open_db(t.store) as db:
         with db.tx():
-            db.execute(f"delete from {db.table(t.table)} where {t.q('token_id')} = %s{owned}",
+            db.execute(f"delete from {db.table(t.table)} where {t.q('token_id')} = "
+                       f"{db.ids(t.table, t.col('token_id')).param()}{owned}",
                        [entry.incoming_token_id, *owner])
 
 
@@ -320,7 +332,8 @@ def _delete_entry(layout: StoreLayout, entry: StuckEntry, now: dt.datetime) -> N
     owned, owner = t.owned()
     with open_db(t.store) as db:
         with db.tx():
-            where = f"{t.q('incoming_message_id')} = %s and {t.q('version')} = %s{owned}"
+            entry_id = db.ids(t.table, t.col("incoming_message_id")).param()
+            where = f"{t.q('incoming_message_id')} = {entry_id} and {t.q('version')} = %s{owned}"
             if t.keeps_sent:
                 value = _sent_value(db, t, now)
                 gone = db.rowcount(f"update {db.table(t.table)} set {quote_ident(t.sent_column)} = %s, "
@@ -356,7 +369,7 @@ def replay_entry(layout: StoreLayout, entry: StuckEntry, table: dict[str, Route]
     config = layout.config
     messages = _validate(config, entry, table, max_bytes)
     if messages and not entry.tokens_committed:
-        _checkpoint(layout, entry, messages, table, f"eoctl-replay-{uuid.uuid4()}", utcnow(), outcome)
+        _checkpoint(layout, entry, messages, table, f"{REPLAY_ATTEMPT}{uuid.uuid4()}", utcnow(), outcome)
     if messages:  # an entry with nothing to send only needs its incoming token and itself removed
         outcome.messages_sent = dispatcher.send(messages, table, config.protocol.headers.token_id)
     _remove_incoming_token(layout, entry)

@@ -286,6 +286,61 @@ def table_column_types(conn: Any, store: StoreConfig, table: str) -> dict[str, s
     return {str(name): str(kind).lower() for name, kind in rows}
 
 
+def table_id_sql(conn: Any, store: StoreConfig, table: str) -> dict[str, IdSql]:
+    """Column name -> how SQL meets it as a column of ids (IdSql), for `table` in the store's schema."""
+    rows = query(conn, store, "select column_name, data_type, character_octet_length from information_schema.columns "
+                              "where table_schema = %s and table_name = %s", [store.schema_name, table])
+    return {str(name): id_sql(store, str(kind), length) for name, kind, length in rows}
+
+
+class IdSql:
+    """How store SQL meets one column of ids: an id goes in and comes out as its text (what record
+    headers carry and what the engines read), whatever type the store keeps it in: text, a uuid
+    (PostgreSQL, DuckDB, MariaDB), a UUID's 16 bytes (MySQL's BINARY(16), as UUID_TO_BIN makes
+    them) or another binary (the text's UTF-8 bytes)."""
+
+    def __init__(self, store: StoreConfig, family: str) -> None:
+        self.store = store
+        self.family = family  # text | uuid | uuid_bytes | bytes
+
+    def param(self) -> str:
+        """One bound id (`%s`) as a value of the column's type: the column's index serves it."""
+        if self.family == "uuid_bytes":
+            return "unhex(replace(%s, '-', ''))"
+        if self.family == "bytes":
+            if isinstance(self.store, PostgresStore):
+                return "convert_to(%s, 'UTF8')"
+            return "encode(%s)" if isinstance(self.store, DuckDBStore) else "cast(%s as binary)"
+        return "%s"  # a uuid column takes a uuid's text: psycopg binds text untyped, DuckDB and MariaDB cast it
+
+    def params(self, count: int) -> str:
+        """`(p, p, ...)` of `count` ids (stores.db.in_list, typed)."""
+        return "(" + ", ".join([self.param()] * count) + ")"
+
+    def text(self, sql: str) -> str:
+        """The SQL `sql` (a value of the column) as the id's text."""
+        if self.family == "uuid_bytes":
+            digits = f"lower(hex({sql}))"
+            return (f"concat(substr({digits}, 1, 8), '-', substr({digits}, 9, 4), '-', substr({digits}, 13, 4), '-', "
+                    f"substr({digits}, 17, 4), '-', substr({digits}, 21, 12))")
+        if self.family == "bytes":
+            if isinstance(self.store, PostgresStore):
+                return f"convert_from({sql}, 'UTF8')"
+            return f"decode({sql})" if isinstance(self.store, DuckDBStore) else f"cast({sql} as char)"
+        return f"cast({sql} as varchar)" if self.family == "uuid" else sql  # a str, not the driver's UUID object
+
+
+def id_sql(store: StoreConfig, data_type: str, octet_length: Any = None) -> IdSql:
+    """IdSql of a column of `data_type` (information_schema's) and byte length."""
+    kind = data_type.lower()
+    if kind == "uuid":
+        return IdSql(store, "uuid")
+    if kind in _BINARY_TYPES:
+        sixteen = isinstance(store, MySQLStore) and kind == "binary" and octet_length is not None and int(octet_length) == 16
+        return IdSql(store, "uuid_bytes" if sixteen else "bytes")
+    return IdSql(store, "text")
+
+
 #: how a type's values compare with another type's: the family of information_schema's data_type
 _BINARY_TYPES = ("binary", "varbinary", "bytea", "blob", "tinyblob", "mediumblob", "longblob")
 

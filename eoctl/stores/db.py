@@ -16,7 +16,16 @@ from typing import Any
 from eoctl.config.model import DuckDBStore, MySQLStore
 from eoctl.errors import SourceError
 from eoctl.stores.connection import StoreConfig, qualified, quote_ident
-from eoctl.stores.connection import connect, describe, in_dialect, query, table_column_types, table_columns
+from eoctl.stores.connection import (
+    IdSql,
+    connect,
+    describe,
+    in_dialect,
+    query,
+    table_column_types,
+    table_columns,
+    table_id_sql,
+)
 
 
 class Db:
@@ -25,6 +34,7 @@ class Db:
         self.conn = conn
         self.duckdb = isinstance(store, DuckDBStore)
         self.mysql = isinstance(store, MySQLStore)
+        self._ids: dict[str, dict[str, IdSql]] = {}  # table -> column -> IdSql
 
     def table(self, name: str) -> str:
         return qualified(self.store, name)
@@ -92,6 +102,12 @@ class Db:
 
     def column_types(self, table: str) -> dict[str, str]:
         return table_column_types(self.conn, self.store, table)
+
+    def ids(self, table: str, column: str) -> IdSql:
+        """How SQL meets `column` of `table` as ids (stores.connection.IdSql), asked once per table."""
+        if table not in self._ids:
+            self._ids[table] = table_id_sql(self.conn, self.store, table)
+        return self._ids[table].get(column) or IdSql(self.store, "text")
 
     def ensure_copy_table(self, source: str, copy: str, extra: Sequence[tuple[str, str]]) -> list[str]:
         """Create `copy` (if absent) with `source`'s columns and types plus `extra` (name, SQL

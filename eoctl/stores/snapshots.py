@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from eoctl.config.model import DuckDBStore, MySQLStore, PostgresStore
 from eoctl.errors import SourceError
-from eoctl.stores.connection import backticked, describe, qualified, quote_ident, sql_literal
+from eoctl.stores.connection import backticked, describe, id_sql, qualified, quote_ident, sql_literal
 
 # DuckDB types Spark reads from Parquet as they are; others are written as ones it reads.
 _DUCKDB_SPARK_NATIVE = {
@@ -173,6 +174,33 @@ _MYSQL_SPECIAL = {"bit": "cast({col} as unsigned)", "decimal": "cast({col} as do
                   "timestamp": "convert_tz({col}, @@session.time_zone, '+00:00')"}
 
 
+#: a MySQL BINARY(16): a UUID's bytes (UUID_TO_BIN's), copied as the UUID's text
+_UUID_BYTES = "binary(16)"
+
+
+def mysql_copied_type(store: MySQLStore, data_type: str, octet_length: Any) -> str:
+    """A MySQL column's type as its copy treats it: a BINARY(16) apart (_UUID_BYTES), any other
+    as information_schema names it."""
+    return _UUID_BYTES if id_sql(store, data_type, octet_length).family == "uuid_bytes" else data_type.lower()
+
+
+def mysql_uuid_select(store: MySQLStore, table: str) -> str | None:
+    """The select list that reads `table` with each BINARY(16) as its UUID's text (backticked
+    names), for a reader of the table itself (Spark's JDBC); None when it has no such column."""
+    from eoctl.stores.connection import connect, query
+
+    with connect(store) as conn:
+        cols = query(conn, store, "select column_name, data_type, character_octet_length from "
+                     "information_schema.columns where table_schema = %s and table_name = %s order by ordinal_position",
+                     [store.database, table])
+    kinds = [(c, mysql_copied_type(store, t, n)) for c, t, n in cols]
+    if not any(k == _UUID_BYTES for _c, k in kinds):
+        return None
+    uuid_text = id_sql(store, "binary", 16).text("{col}")
+    return ", ".join(f"{uuid_text.format(col=backticked(c))} as {backticked(c)}" if k == _UUID_BYTES else backticked(c)
+                     for c, k in kinds)
+
+
 def mysql_snapshot(store: MySQLStore, table: str) -> str:
     """A Parquet copy of a MySQL or MariaDB table in the run's temporary folder, for the DuckDB
     engine: one read-only query streamed through connectorx in Arrow batches (connectorx: a Rust
@@ -186,12 +214,14 @@ def mysql_snapshot(store: MySQLStore, table: str) -> str:
     from eoctl.stores.connection import connect, query
 
     with connect(store) as conn:  # the columns, and a reachable server first (its one-line error)
-        cols = query(conn, store, "select column_name, data_type from information_schema.columns "
-                     "where table_schema = %s and table_name = %s order by ordinal_position", [store.database, table])
+        cols = query(conn, store, "select column_name, data_type, character_octet_length from "
+                     "information_schema.columns where table_schema = %s and table_name = %s order by ordinal_position",
+                     [store.database, table])
     if not cols:
         raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
     # connectorx's own session keeps the server's sql_mode: identifiers in backticks here
-    exprs = _copied_columns([(c, t.lower()) for c, t in cols], _MYSQL_NATIVE.__contains__, _MYSQL_SPECIAL,
+    exprs = _copied_columns([(c, mysql_copied_type(store, t, n)) for c, t, n in cols], _MYSQL_NATIVE.__contains__,
+                            {**_MYSQL_SPECIAL, _UUID_BYTES: id_sql(store, "binary", 16).text("{col}")},
                             "cast({col} as char)", backticked)
     sql = f"select {', '.join(exprs)} from {backticked(store.database)}.{backticked(table)}"
     target = subdir("mysql") / _copy_name(store.database, table)

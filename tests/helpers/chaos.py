@@ -102,6 +102,13 @@ def store_rows(run: ChaosRun, sql: str, params: list | None = None) -> list[tupl
         store.close()
 
 
+def id_text(value: object) -> object:
+    """A UUID kept as its 16 bytes (a BINARY(16) id) as its text; any other value as it is."""
+    if isinstance(value, (bytes, bytearray)) and len(value) == 16:
+        return str(uuid.UUID(bytes=bytes(value)))
+    return value
+
+
 def snapshot(run: ChaosRun) -> dict[str, object]:
     """Every row of every token and intent table (all columns) and every file under the blob
     prefix (hidden ones too) with its sha256: what gc may change and --restore must put back."""
@@ -109,7 +116,8 @@ def snapshot(run: ChaosRun) -> dict[str, object]:
 
     store = Store.open(run.store_kind, run.store_target)
     try:
-        tables = {f"{ep}.{t}": sorted(store.q(f"select * from {ep}.{t}"), key=repr)
+        tables = {f"{ep}.{t}": sorted((tuple(id_text(v) for v in r) for r in store.q(f"select * from {ep}.{t}")),
+                                      key=repr)
                   for ep in ("shop", "billing", "shipping") for t in ("eo_tokens", "eo_intents")}
     finally:
         store.close()

@@ -23,18 +23,35 @@ DDL = {
 }
 
 
+#: the id columns a pipeline may keep as a UUID's 16 bytes (BINARY(16), as UUID_TO_BIN makes them)
+BINARY_IDS = {"eo_tokens": ("token_id", "message_id", "attempt_id"),
+              "eo_outbox": ("incoming_message_id", "incoming_token_id", "attempt_id"),
+              "eo_intents": ("intent_id", "incoming_message_id", "attempt_id")}
+
+
+def _binary_ddl(table: str) -> str:
+    ddl = DDL[table]
+    for column in BINARY_IDS[table]:
+        ddl = ddl.replace(f"{column} varchar(255)", f"{column} binary(16)")
+    return ddl
+
+
 def _value(v):
     if isinstance(v, dt.datetime) and v.tzinfo is not None:
         return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
     return v
 
 
-def mysql_copy(chaos: ChaosRun, server, password_env: str = "EOCTL_TEST_MYSQL_PASSWORD") -> ChaosRun:
+def mysql_copy(chaos: ChaosRun, server, password_env: str = "EOCTL_TEST_MYSQL_PASSWORD",
+               binary_ids: bool = False) -> ChaosRun:
     """`chaos` (a recorded copy) with its tokens, outbox, intents and sink tables in MySQL databases
     `shop`, `billing` and `shipping` of `server` (made anew: the tests run one at a time), and a
     configuration (eoctl-mysql.toml beside the sample's) whose stores are type "mysql"; the password
     comes from the environment. The DuckDB file stays, unread; the run's store is the server
-    (samples.reference.store.Store.open("mysql", ...) reads it as the sample's schemas)."""
+    (samples.reference.store.Store.open("mysql", ...) reads it as the sample's schemas).
+    `binary_ids`: the protocol tables' ids (BINARY_IDS) kept as BINARY(16)."""
+    import uuid
+
     import duckdb
 
     conn = server.connect()
@@ -47,7 +64,7 @@ def mysql_copy(chaos: ChaosRun, server, password_env: str = "EOCTL_TEST_MYSQL_PA
                                                    "where table_schema = ?", [ep]).fetchall()]
                 for table in tables:
                     if table in DDL:
-                        cur.execute(f"create table {ep}.{table} ({DDL[table]})")
+                        cur.execute(f"create table {ep}.{table} ({_binary_ddl(table) if binary_ids else DDL[table]})")
                     else:  # business tables: their columns as text, numbers and times
                         cols = db.execute(f"describe {ep}.{table}").fetchall()
                         types = {"BIGINT": "bigint", "INTEGER": "int", "DOUBLE": "double", "BOOLEAN": "boolean"}
@@ -55,6 +72,11 @@ def mysql_copy(chaos: ChaosRun, server, password_env: str = "EOCTL_TEST_MYSQL_PA
                                                                     else "varchar(255)")) for c, t, *_ in cols)
                         cur.execute(f"create table {ep}.{table} ({ddl})")
                     rows = db.execute(f"select * from {ep}.{table}").fetchall()
+                    if binary_ids and table in BINARY_IDS:
+                        names = [c for (c,) in db.execute(f"select column_name from (describe {ep}.{table})").fetchall()]
+                        at = {names.index(c) for c in BINARY_IDS[table]}
+                        rows = [tuple(uuid.UUID(v).bytes if i in at and v is not None else v for i, v in enumerate(r))
+                                for r in rows]
                     if rows:
                         marks = ", ".join(["%s"] * len(rows[0]))
                         cur.executemany(f"insert into {ep}.{table} values ({marks})",

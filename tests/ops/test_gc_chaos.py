@@ -1,7 +1,7 @@
 """gc on the chaos pipeline: exactly the injected garbage tokens and blobs are collected, a second
 run changes nothing, and --restore puts the state back byte for byte (DuckDB archive on the Spark
-engine, PostgreSQL live and the recorded state in MySQL on the DuckDB engine; the parity tests hold
-the engines' plans equal)."""
+engine, PostgreSQL live and the recorded state in MySQL on the DuckDB engine, its ids as text and as
+BINARY(16); the parity tests hold the engines' plans equal)."""
 
 from __future__ import annotations
 
@@ -20,14 +20,16 @@ from tests.helpers.configs import on_engine
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(params=["recorded-duckdb", "live-postgres", "recorded-mysql"])
+@pytest.fixture(params=["recorded-duckdb", "live-postgres", "recorded-mysql", "recorded-mysql-binary-ids"])
 def chaos(request, tmp_path: Path) -> ChaosRun:
     if request.param == "recorded-duckdb":
         return recorded_copy(tmp_path)
-    if request.param == "recorded-mysql":
+    if request.param.startswith("recorded-mysql"):
         from tests.helpers.mysql_state import mysql_copy
 
-        run = mysql_copy(recorded_copy(tmp_path), request.getfixturevalue("mariadb"))
+        # binary ids: the ids as BINARY(16) (UUID_TO_BIN's), bound and read back as their text
+        run = mysql_copy(recorded_copy(tmp_path), request.getfixturevalue("mariadb"),
+                         binary_ids=request.param.endswith("binary-ids"))
         return replace(run, config=on_engine(run.config, "duckdb"))
     run = live_run("postgres", tmp_path, request.getfixturevalue("kafka"), request.getfixturevalue("postgres"))
     return replace(run, config=on_engine(run.config, "duckdb"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import uuid
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,21 @@ def test_both_engines_find_on_mysql_what_they_find_in_the_duckdb_file(spark, on_
     codes = select_codes(None, None)
     expected = canonical(audit_duckdb(chaos.config, _options(), codes))
     assert {k[0] for k in expected} >= {"EO102", "EO201", "EO301", "EO501", "EO502"}
+    assert canonical(audit_duckdb(mysql.config, _options(), codes)) == expected
+    assert canonical(audit_spark(spark, mysql.config, _options(), codes)) == expected
+
+
+def test_binary_ids_are_read_as_their_uuids_text_on_both_engines(spark, mariadb, tmp_path: Path) -> None:
+    """Ids kept as BINARY(16) (UUID_TO_BIN's): before, both engines read the bytes as text, matched no
+    record's id and reported every token an orphan. Read as the UUID's text, the findings are the
+    DuckDB file's."""
+    chaos = recorded_copy(tmp_path)
+    mysql = mysql_copy(chaos, mariadb, binary_ids=True)
+    assert _q(mysql, "select data_type, character_octet_length from information_schema.columns where "
+                     "table_schema = 'billing' and table_name = 'eo_tokens' and column_name = 'token_id'") == [
+        ("binary", 16)]
+    codes = select_codes(None, None)
+    expected = canonical(audit_duckdb(chaos.config, _options(), codes))
     assert canonical(audit_duckdb(mysql.config, _options(), codes)) == expected
     assert canonical(audit_spark(spark, mysql.config, _options(), codes)) == expected
 
@@ -146,24 +162,28 @@ def test_the_password_never_shows(mariadb, on_mysql) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_replay_finishes_every_stuck_entry_on_mysql(kafka, on_mysql) -> None:
+@pytest.mark.parametrize("binary_ids", [False, True], ids=["text ids", "binary(16) ids"])
+def test_replay_finishes_every_stuck_entry_on_mysql(kafka, mariadb, tmp_path: Path, binary_ids: bool) -> None:
     """Every write of replay's steps on MySQL: intents and tokens created for entries whose tokens
     were not committed, the entry updated under its version, the incoming token and the entry
-    removed; the messages reach the broker; a second run finds nothing."""
+    removed; the messages reach the broker; a second run finds nothing. With ids kept as BINARY(16)
+    too: each written and looked up as the column keeps it (before: no entry's row was found)."""
     import json
 
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from eoctl.config import load_config
     from eoctl.ops.replay import replay
+    from tests.helpers.chaos import id_text
 
-    _chaos, mysql = on_mysql
-    entries = _q(mysql, "select 'billing', incoming_message_id, cast(outgoing as char) from billing.eo_outbox union all "
-                        "select 'shipping', incoming_message_id, cast(outgoing as char) from shipping.eo_outbox")
+    mysql = mysql_copy(recorded_copy(tmp_path), mariadb, binary_ids=binary_ids)
+    entries = [(e, id_text(m), o) for e, m, o in _q(
+        mysql, "select 'billing', incoming_message_id, cast(outgoing as char) from billing.eo_outbox union all "
+               "select 'shipping', incoming_message_id, cast(outgoing as char) from shipping.eo_outbox")]
     assert entries
     topics = {m["topic"] for _e, _m, text in entries for m in json.loads(text)}
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    names = {t: f"mysql-{t}-{NOW.strftime('%H%M%S')}" for t in topics}
+    names = {t: f"mysql-{t}-{uuid.uuid4().hex[:8]}" for t in topics}
     for f in admin.create_topics([NewTopic(n, 1, 1) for n in names.values()]).values():
         f.result(60)
     for ep in ("billing", "shipping"):  # the outgoing messages go to this run's own topics
@@ -187,6 +207,9 @@ def test_replay_finishes_every_stuck_entry_on_mysql(kafka, on_mysql) -> None:
     assert _q(mysql, "select count(*) from billing.eo_outbox")[0][0] == 0
     assert _q(mysql, "select count(*) from shipping.eo_outbox")[0][0] == 0
     created = sum(o.tokens_created for o in done.outcomes)
-    assert _q(mysql, "select count(*) from billing.eo_intents where attempt_id like 'eoctl-replay-%%'")[0][0] \
-        + _q(mysql, "select count(*) from shipping.eo_intents where attempt_id like 'eoctl-replay-%%'")[0][0] == created
+    # replay's intents: marked by their attempt id in a text column, made now in a column of UUIDs
+    mine = "created_at >= %s" if binary_ids else "attempt_id like 'eoctl-replay-%%'"
+    params = [NOW.replace(tzinfo=None)] if binary_ids else []
+    assert _q(mysql, f"select count(*) from billing.eo_intents where {mine}", params)[0][0] \
+        + _q(mysql, f"select count(*) from shipping.eo_intents where {mine}", params)[0][0] == created
     assert replay(config, ReplayOptions(execute=True, **options)).outcomes == []

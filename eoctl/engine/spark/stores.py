@@ -76,6 +76,12 @@ def read_store_table(
     # Spark's own statements on MySQL keep the server's sql_mode: names in backquotes there
     quote = backticked if isinstance(store, MySQLStore) else quote_ident
     name = f"{quote(store.schema_name)}.{quote(table)}"
+    if isinstance(store, MySQLStore):  # a BINARY(16) id read as its UUID's text, as the DuckDB engine's copy reads it
+        from eoctl.stores.snapshots import mysql_uuid_select
+
+        select = mysql_uuid_select(store, table)
+        if select is not None:
+            name = f"(select {select} from {name}) as eoctl_read"
     try:
         if partition_column is None:
             return spark.read.format("jdbc").options(**opts).option("dbtable", name).load()
