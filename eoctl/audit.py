@@ -78,7 +78,7 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], spark: An
                                               "record's sequence numbers again")
             if sinks := continuation.sink_reads(scope):
                 report.run["scan"]["sinks"] = sinks
-        report.notes = scope.layout.notes(scope.selected, scope.misnamed)
+        report.notes = scope.layout.notes(scope.selected, scope.misnamed) + _large_entries(engine)
         report.misnamed = [m.to_dict() for m in scope.misnamed]
         kept, continuation = evaluate_checks(report, engine, codes, step, continuation)
         if keeps and not scope.misnamed:  # a run that judged less is never continued
@@ -91,6 +91,20 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], spark: An
         engine.release()
     report.run["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
     return report
+
+
+def _large_entries(engine: EngineRun) -> list[str]:
+    """A note for each pending entry holding more outgoing messages than a message's processing
+    makes (eoctl.expr.outbox.LARGE_ENTRY): a batch job's entry, read once for every check."""
+    from eoctl.expr import compile_sql
+    from eoctl.expr.outbox import LARGE_ENTRY, large_entries
+
+    if not engine.scope.kept_pending:
+        return []
+    return [f"pending outbox entry {r['incoming_message_id']} of {r['sender']} holds {r['messages']:,} outgoing "
+            f"messages (more than {LARGE_ENTRY:,}): a batch, not one message's effects; its messages were read "
+            "once for every check" for r in engine.rows(
+                compile_sql(large_entries(), engine.dialect))]
 
 
 def _continuation(engine: EngineRun, keeps: bool) -> Continuation | None:

@@ -146,17 +146,40 @@ def open_run(spark: Any, config: Config, options: AuditOptions, step: Callable[[
     leaves the working copy a view (only those columns are ever decoded) instead of computing it;
     with `options.since_last`, the records continue the newest recorded index that covers them;
     `index_path`: the (partial) folder this run's part of the record index is written to."""
+    run: EngineRun
     if config.engine.kind == "duckdb":
         from eoctl.engine.duckdb.run import DuckDBRun
 
-        return DuckDBRun(config, options, step, inputs=inputs, layout=layout, keep_records=not narrow_records,
-                         index_path=index_path)
-    from eoctl.engine.spark.run import SparkRun
+        run = DuckDBRun(config, options, step, inputs=inputs, layout=layout, keep_records=not narrow_records,
+                        index_path=index_path)
+    else:
+        from eoctl.engine.spark.run import SparkRun
 
-    if callable(spark):
-        step("starting Spark")
-        spark = spark()
-    return SparkRun(spark, config, options, step, inputs=inputs, layout=layout, index_path=index_path)
+        if callable(spark):
+            step("starting Spark")
+            spark = spark()
+        run = SparkRun(spark, config, options, step, inputs=inputs, layout=layout, index_path=index_path)
+    try:
+        _keep_pending_outgoing(run, step)
+    except BaseException:
+        run.release()
+        raise
+    return run
+
+
+def _keep_pending_outgoing(run: EngineRun, step: Callable[[str], None]) -> None:
+    """The pending entries' outgoing messages parsed from their JSON once, kept for every check and
+    plan that reads them (eoctl.expr.outbox.pending_outgoing): where an entry holds a batch of a
+    million messages, each reader parsing it again cost minutes."""
+    from eoctl.expr import compile_sql
+    from eoctl.expr.outbox import PENDING_OUTGOING, pending_outgoing_rows
+
+    scope = run.scope
+    if not any(kind == "outbox" for _endpoint, kind in scope.tables):
+        return  # an empty view: nothing to parse
+    step("reading the messages of the pending outbox entries")
+    run.keep(PENDING_OUTGOING, compile_sql(pending_outgoing_rows(scope, run.dialect), run.dialect))
+    scope.kept_pending = True
 
 
 def open_trace_reader(spark: Any, config: Config, step: Callable[[str], None] = lambda _m: None) -> TraceReader:

@@ -108,6 +108,8 @@ class Scope:
     #: EO503 reads the kept tables of the messages without a row and of each hour's processed
     #: messages (a run that keeps states or continues: eoctl.expr.incremental)
     kept_effects: bool = False
+    #: the engine kept pending_outgoing_rows as a table (eoctl.expr.outbox.PENDING_OUTGOING)
+    kept_pending: bool = False
 
     @property
     def selected(self) -> list[str]:

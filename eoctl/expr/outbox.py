@@ -20,7 +20,30 @@ if TYPE_CHECKING:
     import ibis.expr.types as ir
 
 
+#: the table an engine keeps of pending_outgoing_rows once per run (EngineRun.keep; Scope.kept_pending)
+PENDING_OUTGOING = "pending_outgoing"
+#: a pending entry holding more outgoing messages than this is named in the run's notes
+LARGE_ENTRY = 100_000
+
+
 def pending_outgoing(scope: Scope, dialect: Dialect) -> ir.Table:
+    """pending_outgoing_rows as the checks read them: the run's kept table when its engine kept one
+    (an entry's `outgoing` JSON is then parsed once per run, not by every check that reads it:
+    a pending entry of 200,000 messages cost 7.5 s of parsing a read), else the expression."""
+    if scope.kept_pending:
+        return ibis.table(pending_outgoing_rows(scope, dialect).schema(), name=PENDING_OUTGOING)
+    return pending_outgoing_rows(scope, dialect)
+
+
+def large_entries() -> ir.Table:
+    """The pending entries of the kept table holding more than LARGE_ENTRY messages: sender,
+    incoming_message_id, messages."""
+    kept = ibis.table({"sender": "string", "incoming_message_id": "string"}, name=PENDING_OUTGOING)
+    counted = kept.group_by(["sender", "incoming_message_id"]).aggregate(messages=kept.count())
+    return counted.filter(counted.messages > LARGE_ENTRY).order_by(["sender", "incoming_message_id"])
+
+
+def pending_outgoing_rows(scope: Scope, dialect: Dialect) -> ir.Table:
     """Every outgoing message of every pending outbox entry: what will still be sent. Columns:
     sender (eoctl's endpoint), incoming_message_id, entry_attempt_id, message_id, token_id, topic,
     producer, seq, blob_refs."""

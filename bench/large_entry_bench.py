@@ -1,0 +1,104 @@
+"""Benchmark: `eoctl audit` over the chaos sample plus one pending outbox entry holding a batch of
+`--messages` outgoing messages (a batch job's entry), from two commits alternated: a commit given as
+--base (checked out in a temporary git worktree; before the entry's messages were kept once per
+run, each check that reads them parsed the JSON again) and this checkout. Each run's wall time and
+peak RSS side by side; both sides must give the same findings (codes, counts, evidence).
+
+    python bench/large_entry_bench.py --base d60a9d9 --messages 1000000 --engine duckdb
+
+Each side runs as a user runs it (`python -m eoctl` with the tree as the working directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+from measure import run_measured  # noqa: E402
+
+
+def make_state(folder: Path, messages: int) -> int:
+    """The chaos sample copied to `folder` with a pending entry of billing holding `messages`
+    outgoing messages, two hours old; returns the entry's JSON bytes."""
+    import duckdb
+
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(REPO / "samples" / "chaos", folder,
+                    ignore=shutil.ignore_patterns("eoctl-history.duckdb*", "eoctl-history.records"))
+    out = [{"message_id": str(uuid.uuid4()), "token_id": None, "topic": "rec-invoices", "destination": "shipping",
+            "key": str(i), "value": "{}", "headers": {"eo-producer": "billing", "eo-sequence": str(100_000 + i)}}
+           for i in range(messages)]
+    text = json.dumps(out)
+    at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2)
+    with duckdb.connect(str(folder / "state.duckdb")) as db:
+        db.execute("insert into billing.eo_outbox values ('billing', ?, ?, ?, ?, null, ?, ?, 1)",
+                   [str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4()), text, at, at])
+    return len(text)
+
+
+def audit(config: Path, engine: str, tree: Path, jars: str | None) -> tuple[float, int, list]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    if jars:
+        env["EOCTL_JARS_DIR"] = jars
+    wall, rss, code, stdout, stderr = run_measured(
+        [sys.executable, "-m", "eoctl", "--engine", engine, "--config", str(config), "--format", "json", "audit",
+         "--no-record"], env, tree)
+    if code not in (0, 1):
+        raise SystemExit(f"audit failed (exit {code}): {stderr[-2000:]}")
+    found = sorted((f["code"], f["endpoint"], f["count"], json.dumps(f["evidence"], sort_keys=True)[:10_000])
+                   for f in json.loads(stdout)["findings"])
+    return wall, rss, found
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", required=True, help="the commit to compare this checkout with")
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--engine", default="duckdb", choices=["spark", "duckdb"])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/eoctl-large-entry-bench"))
+    ap.add_argument("--jars", default=os.environ.get("EOCTL_JARS_DIR"), help="EOCTL_JARS_DIR for eoctl")
+    args = ap.parse_args()
+
+    size = make_state(args.work / "chaos", args.messages)
+    config = args.work / "chaos" / "eoctl.toml"
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="eoctl-large-entry-") as tmp:
+        worktree = Path(tmp) / args.base
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(worktree), args.base],
+                       check=True)
+        try:
+            sides = {f"{args.base} (--base)": worktree, f"{head} (this checkout)": REPO}
+            results: dict[str, list[tuple[float, int]]] = {name: [] for name in sides}
+            findings = {}
+            for n in range(args.runs):
+                for name, tree in sides.items():
+                    wall, rss, found = audit(config, args.engine, tree, args.jars)
+                    results[name].append((wall, rss))
+                    findings[name] = found
+                    print(f"run {n + 1}, {name}: {wall:.1f} s, {rss / 2**20:.0f} MiB", flush=True)
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)], check=False)
+    same = len({json.dumps(f) for f in findings.values()}) == 1
+    print(f"\nchaos sample + one pending entry of {args.messages:,} messages ({size / 1e6:.0f} MB of JSON), "
+          f"{os.cpu_count()} cores, eoctl audit --engine {args.engine}; the same findings on both sides: {same}")
+    for name, rows in results.items():
+        print(f"{name:28} wall s {', '.join(f'{w:.1f}' for w, _ in rows):>20}   peak RSS MiB "
+              f"{max(r for _, r in rows) / 2**20:.0f}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

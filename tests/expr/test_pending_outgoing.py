@@ -1,0 +1,63 @@
+"""The pending entries' outgoing messages are parsed from their JSON once per run and kept
+(eoctl.engine.run._keep_pending_outgoing), for every check that reads them: the findings are those
+of each check parsing the text itself, on both engines; an entry holding a batch of messages is
+named in the run's notes. (What it saves is measured by bench/large_entry_bench.py.)"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from eoctl.audit import select_codes
+from tests.helpers.audits import audit_duckdb, audit_spark
+from tests.helpers.chaos import recorded_copy, settled
+from tests.helpers.findings import canonical
+
+pytestmark = pytest.mark.integration
+
+
+def _batch_entry(store: str, messages: int) -> str:
+    """A pending entry of billing holding `messages` outgoing messages, some with blobs and
+    sequence numbers past the producer's (EO104's held gaps), two hours old. Returns its id."""
+    entry = str(uuid.uuid4())
+    out = [{"message_id": str(uuid.uuid4()), "token_id": None, "topic": "rec-invoices", "destination": "shipping",
+            "key": str(i), "value": "{}",
+            "headers": {"eo-producer": "billing", "eo-sequence": str(1000 + i),
+                        **({"eo-blobs": json.dumps([{"uri": f"batch-{i}.txt", "sha256": "0" * 64}])} if i % 7 == 0
+                           else {})}} for i in range(messages)]
+    at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2)
+    with duckdb.connect(store) as db:
+        db.execute("insert into billing.eo_outbox values ('billing', ?, ?, ?, ?, null, ?, ?, 1)",
+                   [entry, str(uuid.uuid4()), str(uuid.uuid4()), json.dumps(out), at, at])
+    return entry
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_the_kept_messages_give_the_findings_of_each_check_parsing_them(spark, tmp_path: Path, monkeypatch,
+                                                                       engine: str) -> None:
+    from eoctl.engine import run as engine_run
+    from eoctl.expr import outbox
+
+    chaos = recorded_copy(tmp_path)
+    entry = _batch_entry(chaos.store_target, 300)
+    monkeypatch.setattr(outbox, "LARGE_ENTRY", 200)  # the note's threshold, for a test-sized batch
+    codes, options = select_codes(None, None), settled()  # one `now`: the same ages
+
+    def audit():
+        return audit_duckdb(chaos.config, options, codes) if engine == "duckdb" else audit_spark(
+            spark, chaos.config, options, codes)
+
+    kept = audit()
+    assert [n for n in kept.notes if "pending outbox entry" in n] == [
+        f"pending outbox entry {entry} of billing holds 300 outgoing messages (more than 200): a batch, not one "
+        "message's effects; its messages were read once for every check"]
+    assert "EO301" in {f.code for f in kept.findings}
+    monkeypatch.setattr(engine_run, "_keep_pending_outgoing", lambda _run, _step: None)
+    parsed_by_each = audit()
+    assert canonical(kept) == canonical(parsed_by_each)
+    assert not [n for n in parsed_by_each.notes if "pending outbox entry" in n]
