@@ -104,6 +104,13 @@ def naive_utc(value: Any) -> Any:
     return value
 
 
+def unread_inputs(config: Config, since: dt.datetime, archive_older: Callable[[str], bool]) -> list[str]:
+    """The endpoints whose input holds records before `since` (ScanNote.unread): a live topic's
+    asked of the broker, an archive's of the engine (`archive_older`: endpoint -> whether one is)."""
+    return [name for name, ep in config.endpoints.items() if ep.input is not None
+            and (older_live_records(config, name, since) if ep.input.kafka else archive_older(name))]
+
+
 def older_live_records(config: Config, name: str, since: dt.datetime) -> bool:
     """Whether an endpoint's live input holds records before `since` (asked of the broker: a
     partition whose offset for that time is past its log start)."""

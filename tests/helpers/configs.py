@@ -34,6 +34,42 @@ def live_input_config(folder: Path, bootstrap: str, topic: str, store: bool = Fa
     """) + "\n" + tables)
 
 
+def live_tokens_pipeline(folder: Path, bootstrap: str, topic: str, tokens: list[tuple]) -> Config:
+    """An endpoint `billing` reading `topic` live as group `billing`, with a token store of its own
+    (`tokens`: rows of token_id, message_id, destination, attempt_id, created_at; no outbox, no
+    intents) in `state.duckdb`, and a findings history beside it."""
+    import duckdb
+
+    from eoctl.config import load_config
+
+    with duckdb.connect(str(folder / "state.duckdb")) as conn:
+        conn.execute("create table eo_tokens (token_id varchar primary key, message_id varchar, destination varchar, "
+                     "attempt_id varchar, created_at timestamptz)")
+        for row in tokens:
+            conn.execute("insert into eo_tokens values (?, ?, ?, ?, ?)", list(row))
+    return load_config(write_config(folder, f"""
+        [kafka.main]
+        bootstrap_servers = "{bootstrap}"
+
+        [stores.s]
+        type = "duckdb"
+        path = "{folder / 'state.duckdb'}"
+
+        [history]
+        path = "{folder / 'history.duckdb'}"
+
+        [endpoints.billing]
+        store = "s"
+        outbox = false
+        intents = false
+
+        [endpoints.billing.input]
+        topics = ["{topic}"]
+        kafka = "main"
+        group = "billing"
+    """))
+
+
 def on_engine(config: Config, kind: str) -> Config:
     """`config` with `[engine] kind = kind`: tests of engine-neutral behaviour run on DuckDB (seconds),
     while the parity tests hold the engines equal."""

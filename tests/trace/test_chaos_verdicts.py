@@ -304,10 +304,7 @@ def test_fast_paths_on_a_live_broker(spark, kafka, tmp_path: Path, engine: str) 
     """--since reads only the records of that time (offsets asked of the broker); without it, a
     token in the store dates the message; with nothing to go on, every record is read, and said.
     On either engine."""
-    import duckdb
-
-    from eoctl.config import load_config
-    from tests.helpers.configs import write_config
+    from tests.helpers.configs import live_tokens_pipeline
     from tests.helpers.kafka_data import produce
 
     topic = f"trace-{uuid.uuid4().hex[:8]}"
@@ -321,28 +318,8 @@ def test_fast_paths_on_a_live_broker(spark, kafka, tmp_path: Path, engine: str) 
 
     produce(kafka.bootstrap, topic, [record(i, old + dt.timedelta(seconds=i), f"old-{i}") for i in range(40)]
             + [record(40, now - dt.timedelta(minutes=5), "target"), record(41, now, "after")])
-    store = tmp_path / "state.duckdb"
-    with duckdb.connect(str(store)) as conn:
-        conn.execute("create table eo_tokens (token_id varchar primary key, message_id varchar, destination varchar, "
-                     "attempt_id varchar, created_at timestamptz)")
-        conn.execute("insert into eo_tokens values ('t-target', 'target', 'billing', 'a1', ?)",
-                     [now - dt.timedelta(minutes=6)])
-    config = load_config(write_config(tmp_path, f"""
-        [kafka.main]
-        bootstrap_servers = "{kafka.bootstrap}"
-
-        [stores.s]
-        type = "duckdb"
-        path = "{store}"
-
-        [endpoints.billing]
-        store = "s"
-
-        [endpoints.billing.input]
-        topics = ["{topic}"]
-        kafka = "main"
-        group = "billing"
-    """))
+    config = live_tokens_pipeline(tmp_path, kafka.bootstrap, topic,
+                                  [("t-target", "target", "billing", "a1", now - dt.timedelta(minutes=6))])
 
     spark = spark if engine == "spark" else None
     config = on_engine(config, engine)

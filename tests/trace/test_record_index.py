@@ -28,10 +28,7 @@ def _regenerated(kafka, tmp_path: Path):
     """A message processed 3 days ago under token t-old (used up: gone from the store), sent again
     5 minutes ago under a token made again (t-new, in the store) and waiting above the committed
     offset: EO102, about to be processed twice. Ten other messages between them."""
-    import duckdb
-
-    from eoctl.config import load_config
-    from tests.helpers.configs import write_config
+    from tests.helpers.configs import live_tokens_pipeline
     from tests.helpers.kafka_data import commit_group_offsets, produce
 
     topic = f"regen-{uuid.uuid4().hex[:8]}"
@@ -42,33 +39,8 @@ def _regenerated(kafka, tmp_path: Path):
             + [_record(f"other-{i}", f"t-other-{i}", old + dt.timedelta(minutes=i + 1)) for i in range(10)]
             + [_record("m-regen", "t-new", now - dt.timedelta(minutes=5))])
     commit_group_offsets(kafka.bootstrap, "billing", topic, {0: 11})  # all but the second copy processed
-    store = tmp_path / "state.duckdb"
-    with duckdb.connect(str(store)) as conn:
-        conn.execute("create table eo_tokens (token_id varchar primary key, message_id varchar, destination varchar, "
-                     "attempt_id varchar, created_at timestamptz)")
-        conn.execute("insert into eo_tokens values ('t-new', 'm-regen', 'billing', 'a2', ?)",
-                     [now - dt.timedelta(minutes=6)])
-    config = load_config(write_config(tmp_path, f"""
-        [kafka.main]
-        bootstrap_servers = "{kafka.bootstrap}"
-
-        [stores.s]
-        type = "duckdb"
-        path = "{store}"
-
-        [history]
-        path = "{tmp_path / 'history.duckdb'}"
-
-        [endpoints.billing]
-        store = "s"
-        outbox = false
-        intents = false
-
-        [endpoints.billing.input]
-        topics = ["{topic}"]
-        kafka = "main"
-        group = "billing"
-    """))
+    config = live_tokens_pipeline(tmp_path, kafka.bootstrap, topic,
+                                  [("t-new", "m-regen", "billing", "a2", now - dt.timedelta(minutes=6))])
     return config, topic
 
 

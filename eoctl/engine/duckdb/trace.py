@@ -83,25 +83,16 @@ class DuckDBTraceReader:
         return hits, ScanNote(purpose, inputs, bounds.why, fresh, False, indexed=bounds.index.records)
 
     def _unread(self, config: Config, bounds: Bounds) -> list[str]:
-        """The inputs holding records before the window read (eoctl.trace.reader.ScanNote.unread)."""
+        """The inputs holding records before the window read (eoctl.trace.reader.ScanNote.unread):
+        of an archive, the first older record ends the query."""
         import datetime as dt
 
-        from eoctl.trace.reader import older_live_records
+        from eoctl.trace.reader import unread_inputs
 
         assert bounds.since is not None
         since = bounds.since.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        out = []
-        for name, ep in config.endpoints.items():
-            if ep.input is None:
-                continue
-            if ep.input.kafka:
-                older = older_live_records(config, name, bounds.since)
-            else:  # the first older record ends the query
-                older = bool(self.con.execute(f"SELECT 1 FROM {ident(f'protocol_{name}')} WHERE timestamp < ? LIMIT 1",
-                                              [since]).fetchall())
-            if older:
-                out.append(name)
-        return out
+        return unread_inputs(config, bounds.since, lambda name: bool(self.con.execute(
+            f"SELECT 1 FROM {ident(f'protocol_{name}')} WHERE timestamp < ? LIMIT 1", [since]).fetchall()))
 
     # ----------------------------------------------------------------------------- sinks
 

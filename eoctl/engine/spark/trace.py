@@ -97,25 +97,19 @@ def _wall(when: dt.datetime) -> dt.datetime:
 
 
 def _unread(spark: SparkSession, config: Config, bounds: Bounds) -> list[str]:
-    """The inputs holding records before the window read (eoctl.trace.reader.ScanNote.unread): a
-    live topic's asked of the broker, an archive's by a job that stops at the first one."""
+    """The inputs holding records before the window read (eoctl.trace.reader.ScanNote.unread): of
+    an archive, by a job that stops at the first older record."""
     from pyspark.sql import functions as F
 
-    from eoctl.trace.reader import older_live_records
+    from eoctl.trace.reader import unread_inputs
 
     assert bounds.since is not None
-    out = []
-    for name, ep in config.endpoints.items():
-        if ep.input is None:
-            continue
-        if ep.input.kafka:
-            older = older_live_records(config, name, bounds.since)
-        else:
-            df = _input_frame(spark, config, name, ep, bounds, timed=False)
-            older = df is not None and not df.where(F.col("timestamp") < F.lit(_wall(bounds.since))).isEmpty()
-        if older:
-            out.append(name)
-    return out
+
+    def archive_older(name: str) -> bool:
+        df = _input_frame(spark, config, name, config.endpoints[name], bounds, timed=False)
+        return df is not None and not df.where(F.col("timestamp") < F.lit(_wall(bounds.since))).isEmpty()
+
+    return unread_inputs(config, bounds.since, archive_older)
 
 
 def _indexed_hits(spark: SparkSession, config: Config, bounds: Bounds, clauses: list[Clause]) -> list[dict[str, Any]]:
