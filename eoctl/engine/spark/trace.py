@@ -27,6 +27,8 @@ class SparkTraceReader:
         from eoctl.engine.spark.records import ArchiveFiles
         from eoctl.incremental import find_indexed_read
 
+        if config.engine.remote:  # Spark Connect's client has no file system API: a window read
+            return None, None
         return find_indexed_read(self.spark, config, ArchiveFiles(self.spark))
 
     def scan(self, config, bounds, committed, clauses, purpose):
