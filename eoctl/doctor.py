@@ -275,7 +275,7 @@ class _Doctor:
         """One endpoint table: it exists (intents may not: a warning), has its columns, and the rows
         of endpoints sharing it can be told apart by its owner column (eoctl.stores.layout)."""
         from eoctl.stores.connection import describe, table_columns
-        from eoctl.stores.layout import OPTIONAL, OWNER, WITHOUT, missing_column, needed_columns
+        from eoctl.stores.layout import OPTIONAL, OWNER, WITHOUT, missing_column, needed_columns, wrong_type
 
         check = f"table {table} ({owner})"
         found = table_columns(conn, store, table)
@@ -290,10 +290,14 @@ class _Doctor:
             return
         owner_column = columns[OWNER[kind]]
         sent_column = columns.pop("sent", None)
-        wrong = missing_column(f"table {table} ({describe(store)}, schema {store.schema_name})", found,
-                               needed_columns(owner, kind, columns, sent_column))
+        what = f"table {table} ({describe(store)}, schema {store.schema_name})"
+        wrong = missing_column(what, found, needed_columns(owner, kind, columns, sent_column))
         if wrong is not None:  # the sentence every command refuses the table with
             self.add(component, check, Status.FAIL, str(wrong), "add the column, or set the key it names")
+            return
+        wrong = wrong_type(what, found, owner, kind, columns)
+        if wrong is not None:
+            self.add(component, check, Status.FAIL, str(wrong), "map the key to the column holding that time")
             return
         if owner_column in found:
             if self._misnamed(component, check, store_name, table, kind):

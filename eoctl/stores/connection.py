@@ -252,12 +252,21 @@ def query(conn: Any, store: StoreConfig, sql: str, params: Any = ()) -> list[tup
 DRIVER_MODULES = ("duckdb", "_duckdb", "psycopg", "pymysql")
 
 
+class TableColumns(list):
+    """A table's column names in order (a list of them), and each one's type: `types`, column ->
+    information_schema's data_type in lower case (timestamp with time zone, integer, ...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.types: dict[str, str] = {}
+
+
 def schema_columns(conn: Any, store: StoreConfig, table: str | None = None,
-                   catalog: str | None = None) -> dict[str, list[str]]:
-    """Table name -> its column names in order, for every table of the store's schema (one query:
+                   catalog: str | None = None) -> dict[str, TableColumns]:
+    """Table name -> its columns (TableColumns), for every table of the store's schema (one query:
     a run looks up its tables in one open of each store), or for `table` alone. `catalog`: the
     name a DuckDB store's file is attached as on `conn` (attached_read_only)."""
-    sql = "select table_name, column_name from information_schema.columns where table_schema = %s"
+    sql = "select table_name, column_name, data_type from information_schema.columns where table_schema = %s"
     params = [store.schema_name]
     if table is not None:
         sql += " and table_name = %s"
@@ -267,13 +276,15 @@ def schema_columns(conn: Any, store: StoreConfig, table: str | None = None,
         params.append(catalog)
     sql += " order by table_name, ordinal_position"
     rows = query(conn, store, sql, params)
-    out: dict[str, list[str]] = {}
-    for name, column in rows:
-        out.setdefault(name, []).append(column)
+    out: dict[str, TableColumns] = {}
+    for name, column, data_type in rows:
+        columns = out.setdefault(name, TableColumns())
+        columns.append(column)
+        columns.types[column] = str(data_type).lower()
     return out
 
 
-def table_columns(conn: Any, store: StoreConfig, table: str) -> list[str] | None:
+def table_columns(conn: Any, store: StoreConfig, table: str) -> TableColumns | None:
     """Column names of `table` in the store's schema, in order; None when the table does not exist."""
     return schema_columns(conn, store, table).get(table)
 

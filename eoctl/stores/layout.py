@@ -130,6 +130,28 @@ def missing_column(what: str, found: list[str], needed: list[tuple[str, str]]) -
     return None
 
 
+#: the canonical columns eoctl reads as times, by kind of table
+TIME_COLUMNS = {"tokens": ("created_at",), "outbox": ("created_at", "updated_at", "tokens_committed_at"),
+                "intents": ("created_at",)}
+#: the words of a column type that can hold a time: a time type, or text holding ISO times
+_TIME_TYPES = ("time", "date", "char", "text", "string")
+
+
+def wrong_type(what: str, found: Any, key: str, kind: str, columns: dict[str, str]) -> Disagreement | None:
+    """The one sentence of a column eoctl reads as a time whose type cannot hold one (`found`: the
+    table's TableColumns; `key`: the table's configuration key): a number or a flag mapped as
+    `created_at` would be judged by values it never held."""
+    types = getattr(found, "types", {})
+    for canonical in TIME_COLUMNS.get(kind, ()):
+        column = columns[canonical]
+        data_type = types.get(column)
+        if data_type and not any(word in data_type for word in _TIME_TYPES):
+            return Disagreement(f"{what} has column '{inert(column)}' of type {inert(data_type)}, which "
+                                f"{key}.columns.{canonical} names as a time (a timestamp, datetime or date column, "
+                                "or text holding ISO times)")
+    return None
+
+
 def sent_condition(column_sql: str, values: tuple[str, ...] | None, dialect: str = "duckdb") -> str:
     """SQL true for a sent row, never NULL: `column_sql` holds one of `values` (compared as text), or,
     without values, is set and not false (a flag, a sent-at time, a dispatch id). Values are the
@@ -341,8 +363,10 @@ class StoreLayout:
         columns = spec.columns.model_dump()
         owner_column = columns[OWNER[kind]]
         sent_column = getattr(spec, "sent_column", None)
-        wrong = missing_column(f"table {spec.table} ({describe(store)}, schema {store.schema_name})", found,
-                               needed_columns(f"endpoints.{endpoint}.{kind}", kind, columns, sent_column))
+        what = f"table {spec.table} ({describe(store)}, schema {store.schema_name})"
+        key = f"endpoints.{endpoint}.{kind}"
+        wrong = missing_column(what, found, needed_columns(key, kind, columns, sent_column)) or wrong_type(
+            what, found, key, kind, columns)
         if wrong is not None:
             return wrong
         return EndpointTable(

@@ -191,3 +191,29 @@ def test_an_endpoint_without_an_outbox_or_tokens_says_so_and_is_audited(tmp_path
     assert ("EO301", "billing") in found and ("EO301", "shipping") not in found
     assert run_eoctl(*args, "doctor").code == 0
     assert run_eoctl(*args, "gc-tokens").code == 0
+
+
+@pytest.mark.unit
+def test_a_time_column_must_be_of_a_type_that_holds_times() -> None:
+    """The types each store names (information_schema's data_type): times and text pass, numbers,
+    flags, JSON and uuids do not, and the sentence names the column, its type and the key."""
+    from eoctl.stores.connection import TableColumns
+    from eoctl.stores.layout import wrong_type
+
+    columns = {"token_id": "token_id", "message_id": "message_id", "destination": "destination",
+               "attempt_id": "attempt_id", "created_at": "made"}
+
+    def found(data_type: str) -> TableColumns:
+        table = TableColumns()
+        table.append("made")
+        table.types["made"] = data_type
+        return table
+
+    for ok in ("timestamp with time zone", "timestamp without time zone", "datetime", "date", "timestamp_ns",
+               "character varying", "varchar", "text"):
+        assert wrong_type("table t", found(ok), "endpoints.b.tokens", "tokens", columns) is None, ok
+    for bad in ("bigint", "integer", "double precision", "boolean", "json", "uuid", "blob"):
+        sentence = wrong_type("table t", found(bad), "endpoints.b.tokens", "tokens", columns)
+        assert sentence == (f"table t has column 'made' of type {bad}, which endpoints.b.tokens.columns.created_at "
+                            "names as a time (a timestamp, datetime or date column, or text holding ISO times)")
+    assert wrong_type("table t", ["made"], "endpoints.b.tokens", "tokens", columns) is None  # types unknown

@@ -3,7 +3,8 @@ naming what was found and the key to set, exit 6 (MISCONFIGURED), the same on bo
 doctor fails that row with the same sentence.
 
 Before: a wrong token column mapping was a raw DuckDB `Binder Error` (exit 3), a wrong sink column
-exit 3 with the key, a wrong sent_column exit 6.
+exit 3 with the key, a wrong sent_column exit 6, a time column of a number type exit 3 on DuckDB and
+numbers read as times on Spark.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ CASES = {
                      "token_id, message_id, destination, attempt_id, created_at)"),
     "outbox column": ('\n[endpoints.shop.outbox]\ncolumns = { updated_at = "UpdatedAt" }\n',
                       "has no column 'UpdatedAt', which endpoints.shop.outbox.columns.updated_at names"),
+    # before: exit 3 "the outbox tables cannot be read" on DuckDB; on Spark the numbers read as times
+    "time column of a number type": ('\n[endpoints.shop.outbox]\ncolumns = { updated_at = "version" }\n',
+                                     "has column 'version' of type bigint, which endpoints.shop.outbox.columns."
+                                     "updated_at names as a time (a timestamp, datetime or date column, or text "
+                                     "holding ISO times)"),
     "sink column": (None, "sink shipments has no column 'order_no', which endpoints.shipping.sinks[0].key_columns "
                           "names (its columns: "),
 }
