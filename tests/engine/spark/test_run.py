@@ -49,9 +49,10 @@ def test_a_kept_table_is_a_plan_of_its_own_with_its_size_and_is_freed_on_release
     before = _persistent_rdds(spark)
     run = open_run(spark, config, settled(), lambda _m: None)
     try:
+        opened = _persistent_rdds(spark)  # what the run keeps as it opens (the pending entries' messages)
         run.keep("kept_ids", "SELECT DISTINCT message_id FROM records")
         run.keep("kept_twice", "SELECT k.message_id FROM kept_ids k JOIN records r USING (message_id)")
-        assert _persistent_rdds(spark) == before + 2  # the checkpoints; the caches they were read from are gone
+        assert _persistent_rdds(spark) == opened + 2  # the checkpoints; the caches they were read from are gone
         df = spark.sql("SELECT * FROM kept_twice")
         plan = df._jdf.queryExecution().optimizedPlan()
         # a leaf: no plan of the tables it was computed from (kept_ids, records) to walk again
@@ -61,7 +62,7 @@ def test_a_kept_table_is_a_plan_of_its_own_with_its_size_and_is_freed_on_release
         assert rows == {r["message_id"] for r in run.rows("SELECT message_id FROM records WHERE message_id IS NOT NULL")}
         assert len(rows) > 10
         run.keep("kept_ids", "SELECT message_id FROM kept_ids LIMIT 3")  # kept again: the old one freed
-        assert _persistent_rdds(spark) == before + 2 and len(run.rows("SELECT * FROM kept_ids")) == 3
+        assert _persistent_rdds(spark) == opened + 2 and len(run.rows("SELECT * FROM kept_ids")) == 3
     finally:
         run.release()
     assert _persistent_rdds(spark) == before
