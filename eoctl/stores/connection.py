@@ -192,54 +192,12 @@ def _mysql_reason(exc: BaseException) -> str:
     return mask_text(text.strip().splitlines()[0][:300]) if text.strip() else type(exc).__name__
 
 
-def mysql_sql(sql: str) -> str:
-    """eoctl's SQL as MySQL takes it: a CAST to text is to CHAR (MySQL has no CAST AS VARCHAR), a
-    VARCHAR column has a length, and TIMESTAMPTZ is DATETIME(6) (UTC, as every session runs in)."""
-    import re
+def query(conn: Any, store: StoreConfig, sql: Any, params: Any = ()) -> list[tuple]:
+    """Rows of a statement (stores.sql: a tree, or a template without names) on a connection of
+    `store`, compiled for its dialect and driver."""
+    from eoctl.stores.sql import compiled
 
-    sql = re.sub(r"\bas varchar\)", "as char)", sql, flags=re.IGNORECASE)
-    sql = re.sub(r"\bvarchar\b(?!\s*\()", "varchar(255)", sql, flags=re.IGNORECASE)
-    return re.sub(r"\btimestamptz\b", "datetime(6)", sql, flags=re.IGNORECASE)
-
-
-def mysql_params_of(params: Any) -> list[Any]:
-    """Query parameters as MySQL takes them: an aware time as its UTC wall time (DATETIME has no
-    zone; every session runs in UTC)."""
-    import datetime as dt
-
-    return [p.astimezone(dt.timezone.utc).replace(tzinfo=None) if isinstance(p, dt.datetime) and p.tzinfo else p
-            for p in params]
-
-
-#: a quoted identifier, a string literal, a placeholder or a lone percent sign of eoctl's SQL
-_SQL_PARTS = re.compile(r"""("(?:[^"]|"")*"|'(?:[^']|'')*'|%s|%)""")
-
-
-def placeholders(sql: str, qmark: bool) -> str:
-    """eoctl's SQL, whose `%s` outside quotes are its placeholders, as a driver takes it: `?` for
-    DuckDB (`qmark`), else `%s` with every other `%` doubled (psycopg's and PyMySQL's `%%`): a
-    configured name holding `%s` or `%` is a name, never a placeholder."""
-    def part(match: re.Match) -> str:
-        text = match[1]
-        if text == "%s":
-            return "?" if qmark else text
-        return text if qmark else text.replace("%", "%%")
-
-    return _SQL_PARTS.sub(part, sql)
-
-
-def in_dialect(store: StoreConfig, sql: str, params: Any) -> tuple[str, list[Any]]:
-    """eoctl's SQL (`%s` placeholders) and its parameters as `store`'s connection takes them."""
-    if isinstance(store, DuckDBStore):
-        return placeholders(sql, qmark=True), list(params)
-    if isinstance(store, MySQLStore):
-        return placeholders(mysql_sql(sql), qmark=False), mysql_params_of(params)
-    return placeholders(sql, qmark=False), list(params)
-
-
-def query(conn: Any, store: StoreConfig, sql: str, params: Any = ()) -> list[tuple]:
-    """Rows of `sql` (`%s` placeholders) on a connection of `store`, in its dialect."""
-    sql, params = in_dialect(store, sql, params)
+    sql, params = compiled(store, sql, params)
     if isinstance(store, DuckDBStore):
         cur = conn.execute(sql, params)
         return cur.fetchall() if cur.description else []

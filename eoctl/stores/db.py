@@ -3,15 +3,15 @@ change things.
 
 One `Db` is one short-lived connection: DuckDB lets a single process write a file at a time, so
 gc opens the file for one batch and closes it, and the pipeline is never locked out for long.
-SQL is written once, with `%s` placeholders (psycopg's and PyMySQL's), and translated for DuckDB
-(`?`) and MySQL (stores.connection.mysql_sql; its sessions take double-quoted identifiers).
+SQL is written once, as stores.sql builds it (names as quoted identifiers, values bound), and
+compiled for the store's dialect and driver.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import DuckDBStore, MySQLStore
 from eoctl.errors import SourceError
@@ -20,12 +20,14 @@ from eoctl.stores.connection import (
     IdSql,
     connect,
     describe,
-    in_dialect,
     query,
     table_column_types,
     table_columns,
     table_id_sql,
 )
+
+if TYPE_CHECKING:
+    from sqlglot import exp
 
 
 class Db:
@@ -39,12 +41,14 @@ class Db:
     def table(self, name: str) -> str:
         return qualified(self.store, name)
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def execute(self, sql: str | exp.Expression, params: Sequence[Any] = ()) -> list[tuple]:
         return query(self.conn, self.store, sql, params)
 
-    def rowcount(self, sql: str, params: Sequence[Any] = ()) -> int:
+    def rowcount(self, sql: str | exp.Expression, params: Sequence[Any] = ()) -> int:
         """Execute a write and return how many rows it touched."""
-        sql, params = in_dialect(self.store, sql, params)
+        from eoctl.stores.sql import compiled
+
+        sql, params = compiled(self.store, sql, params)
         if self.duckdb:
             return int(self.conn.execute(sql, params).fetchone()[0])
         with self.conn.cursor() as cur:
