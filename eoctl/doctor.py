@@ -299,6 +299,11 @@ class _Doctor:
         if wrong is not None:
             self.add(component, check, Status.FAIL, str(wrong), "map the key to the column holding that time")
             return
+        wrong = self._unparsed_time(what, store, table, kind, columns, owner, found)
+        if wrong is not None:
+            self.add(component, check, Status.FAIL, str(wrong),
+                     "map the key to a column holding times, or correct the value")
+            return
         if owner_column in found:
             if self._misnamed(component, check, store_name, table, kind):
                 return
@@ -314,6 +319,33 @@ class _Doctor:
             self.add(component, check, Status.WARN,
                      f"table {table} has no column {owner_column}: every row is taken as {users[0]}'s",
                      f"right if the table is {users[0]}'s alone; if it is shared, map {owner}.columns.{OWNER[kind]}")
+
+    def _unparsed_time(self, what: str, store, table: str, kind: str, columns: dict[str, str], key: str,
+                       found) -> str | None:
+        """The sentence of the first value of a text column read as a time that is no time, found as
+        the configured engine finds it in an audit (its first_unparsed_time over the table's rows);
+        None when there is none, or no such column (a time type needs no read)."""
+        from eoctl.stores.layout import text_time_columns, unparsed_time
+
+        if not text_time_columns(kind, columns, found.types) or not self.engine_ready:
+            return None
+        if self.duck is not None:
+            from eoctl.engine.duckdb.sql import repr_sql
+            from eoctl.engine.duckdb.stores import first_unparsed_time
+            from eoctl.stores.snapshots import duckdb_snapshot, mysql_snapshot, postgres_snapshot
+
+            copy = {DuckDBStore: duckdb_snapshot, MySQLStore: mysql_snapshot}.get(type(store), postgres_snapshot)
+            source = f"read_parquet({repr_sql(copy(store, table))})"
+            types = dict(row[:2] for row in self.duck.execute(f"DESCRIBE SELECT * FROM {source}").fetchall())
+            unparsed = first_unparsed_time(self.duck, kind, columns, source, None, types)
+        else:
+            from eoctl.engine.spark.run import first_unparsed_time
+            from eoctl.engine.spark.stores import read_store_table
+
+            unparsed = first_unparsed_time(read_store_table(self.spark, store, table), kind, columns)
+        if unparsed is None:
+            return None
+        return unparsed_time(what, key, unparsed[0], columns[unparsed[0]], unparsed[1])
 
     def _misnamed(self, component: str, check: str, store_name: str, table: str, kind: str) -> bool:
         """Fail the row when the table holds rows under other names but none under the name of an

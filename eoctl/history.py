@@ -110,16 +110,16 @@ def _tables_made(db: Db) -> bool:
 
 
 def _create_tables(db: Db) -> None:
-    db.execute(f"create table if not exists {db.table(RUNS)} (run_id varchar primary key, "
+    db.execute("create table if not exists :t (run_id varchar primary key, "
                "started_at timestamptz, finished_at timestamptz, config_digest varchar, endpoints varchar, "
-               "codes varchar, counts varchar, scanned varchar)")
-    db.execute(f"create table if not exists {db.table(FINDINGS)} (run_id varchar, code varchar, "
+               "codes varchar, counts varchar, scanned varchar)", t=db.table(RUNS))
+    db.execute("create table if not exists :t (run_id varchar, code varchar, "
                "severity varchar, endpoint varchar, location varchar, count bigint, evidence varchar, "
-               "evidence_complete boolean, evidence_file varchar)")
-    db.execute(f"create table if not exists {db.table(ITEMS)} (run_id varchar, code varchar, "
-               "endpoint varchar, item varchar)")
+               "evidence_complete boolean, evidence_file varchar)", t=db.table(FINDINGS))
+    db.execute("create table if not exists :t (run_id varchar, code varchar, "
+               "endpoint varchar, item varchar)", t=db.table(ITEMS))
     # Added after the first release: histories written before have no such column yet.
-    db.execute(f"alter table {db.table(RUNS)} add column if not exists record_index varchar")
+    db.execute("alter table :t add column if not exists record_index varchar", t=db.table(RUNS))
 
 
 def _ts(text: str | None) -> dt.datetime | None:
@@ -148,15 +148,17 @@ def _record(config: Config, report: AuditReport) -> str:
     counts = {code: row["count"] for code, row in report.summary().items()}
     with deferred(), history_db(config, create=True) as db:  # a signal waits for the commit: no half-recorded run
         with db.tx():
-            db.execute(f"insert into {db.table(RUNS)} (run_id, started_at, finished_at, config_digest, endpoints, "
+            db.execute("insert into :t (run_id, started_at, finished_at, config_digest, endpoints, "
                        "codes, counts, scanned, record_index) values (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                        [run["id"], _ts(run.get("started_at")), _ts(run.get("finished_at")), config_digest(config),
                         json.dumps(run.get("endpoints", [])), json.dumps(run.get("codes", [])), json.dumps(counts),
-                        json.dumps(report.scanned), report.index.to_json() if report.index is not None else None])
+                        json.dumps(report.scanned), report.index.to_json() if report.index is not None else None],
+                       t=db.table(RUNS))
             for f in report.findings:
-                db.execute(f"insert into {db.table(FINDINGS)} values (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                db.execute("insert into :t values (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                            [run["id"], f.code, f.severity.label, f.endpoint, f.where, f.count,
-                            json.dumps(f.evidence, default=str), len(f.evidence) == f.count, f.evidence_file])
+                            json.dumps(f.evidence, default=str), len(f.evidence) == f.count, f.evidence_file],
+                           t=db.table(FINDINGS))
                 _insert_items(db, run["id"], f.code, f.endpoint, sorted({item_key(f.code, row) for row in f.evidence}))
     return run["id"]
 
@@ -167,15 +169,15 @@ def _insert_items(db: Db, run_id: str, code: str, endpoint: str | None, keys: li
     of parameters in some 17 ms, so a run with 10,000 evidence items spent 0.35 s of its
     recording there, against 0.015 s for the array."""
     if keys:
-        db.execute(f"insert into {db.table(ITEMS)} select %s, %s, %s, unnest(cast(%s as varchar[]))",
-                   [run_id, code, endpoint, keys])
+        db.execute("insert into :t select %s, %s, %s, unnest(cast(%s as varchar[]))",
+                   [run_id, code, endpoint, keys], t=db.table(ITEMS))
 
 
 def count_runs(config: Config) -> int:
     """How many runs the findings history holds (0 when there is none yet)."""
     try:
         with history_db(config, create=False) as db:
-            return int(db.execute(f"select count(*) from {db.table(RUNS)}")[0][0])
+            return int(db.execute("select count(*) from :t", t=db.table(RUNS))[0][0])
     except UsageError:
         return 0
 
@@ -188,8 +190,8 @@ def indexed_runs(config: Config, limit: int = 10) -> list[tuple[str, str]]:
             if "record_index" not in (db.columns(RUNS) or []):
                 return []
             return [(r[0], r[1]) for r in db.execute(
-                f"select run_id, record_index from {db.table(RUNS)} where record_index is not null "
-                "order by started_at desc limit %s", [limit])]
+                "select run_id, record_index from :t where record_index is not null "
+                "order by started_at desc limit %s", [limit], t=db.table(RUNS))]
     except UsageError:
         return []
 
@@ -205,20 +207,20 @@ class RunSummary:
 
 def list_runs(config: Config, limit: int = 20) -> list[RunSummary]:
     with history_db(config, create=False) as db:
-        rows = db.execute(f"select run_id, started_at, config_digest, endpoints, counts from {db.table(RUNS)} "
-                          "order by started_at desc limit %s", [limit])
+        rows = db.execute("select run_id, started_at, config_digest, endpoints, counts from :t "
+                          "order by started_at desc limit %s", [limit], t=db.table(RUNS))
     return [RunSummary(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4])) for r in rows]
 
 
 def _resolve(db: Db, run_id: str) -> str:
     """A run id, or `last` / `previous` for the newest and the one before."""
     if run_id in ("last", "previous"):
-        rows = db.execute(f"select run_id from {db.table(RUNS)} order by started_at desc limit 2")
+        rows = db.execute("select run_id from :t order by started_at desc limit 2", t=db.table(RUNS))
         index = 0 if run_id == "last" else 1
         if len(rows) <= index:
             raise UsageError(f"{run_id!r}: the findings history has only {len(rows)} run(s)")
         return rows[index][0]
-    if not db.execute(f"select 1 from {db.table(RUNS)} where run_id = %s", [run_id]):
+    if not db.execute("select 1 from :t where run_id = %s", [run_id], t=db.table(RUNS)):
         raise UsageError(f"run {run_id!r} is not in the findings history (see: eoctl findings list)")
     return run_id
 
@@ -243,11 +245,11 @@ class RecordedRun:
 def show(config: Config, run_id: str) -> RecordedRun:
     with history_db(config, create=False) as db:
         run_id = _resolve(db, run_id)
-        r = db.execute(f"select run_id, started_at, config_digest, endpoints, counts, scanned from {db.table(RUNS)} "
-                       "where run_id = %s", [run_id])[0]
-        rows = db.execute(f"select code, severity, endpoint, location, count, evidence, evidence_complete, "
-                          f"evidence_file from {db.table(FINDINGS)} where run_id = %s order by code, endpoint",
-                          [run_id])
+        r = db.execute("select run_id, started_at, config_digest, endpoints, counts, scanned from :t "
+                       "where run_id = %s", [run_id], t=db.table(RUNS))[0]
+        rows = db.execute("select code, severity, endpoint, location, count, evidence, evidence_complete, "
+                          "evidence_file from :t where run_id = %s order by code, endpoint",
+                          [run_id], t=db.table(FINDINGS))
     findings = [{"code": c, "severity": s, "endpoint": e, "where": w, "count": n, "evidence": json.loads(ev),
                  "evidence_complete": complete, "evidence_file": file}
                 for c, s, e, w, n, ev, complete, file in rows]
@@ -279,7 +281,7 @@ def diff(config: Config, run_a: str, run_b: str) -> FindingsDiff:
     with history_db(config, create=False) as db:
         a, b = _resolve(db, run_a), _resolve(db, run_b)
         items = {run: {(code, ep, item) for code, ep, item in db.execute(
-            f"select code, endpoint, item from {db.table(ITEMS)} where run_id = %s", [run])} for run in (a, b)}
+            "select code, endpoint, item from :t where run_id = %s", [run], t=db.table(ITEMS))} for run in (a, b)}
     by_code: dict[tuple[str, str], CodeDiff] = {}
 
     def add(kind: str, entries: set[tuple[str, str, str]]) -> None:
@@ -298,5 +300,6 @@ def evidence_of_last_run(config: Config) -> tuple[str, list[tuple[str, str, dict
     matches them against one message's ids. Raises UsageError when nothing is recorded."""
     with history_db(config, create=False) as db:
         run_id = _resolve(db, "last")
-        rows = db.execute(f"select code, endpoint, evidence from {db.table(FINDINGS)} where run_id = %s", [run_id])
+        rows = db.execute("select code, endpoint, evidence from :t where run_id = %s", [run_id],
+                          t=db.table(FINDINGS))
     return run_id, [(c, e, row) for c, e, ev in rows for row in json.loads(ev)]

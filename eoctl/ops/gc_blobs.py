@@ -33,6 +33,7 @@ from eoctl.ops.journal import (
     remove_intents_of,
 )
 from eoctl.ops.lease import RunLog, utcnow
+from eoctl.stores import sql
 from eoctl.stores.connection import store_named
 from eoctl.stores.db import Db, StoreConfig, in_list, open_db
 from eoctl.stores.layout import StoreLayout
@@ -107,10 +108,10 @@ def blob_prefix(config: Config, name: str) -> BlobPrefix | None:
 
 def _ensure_journal(db: Db) -> None:
     db.make(JOURNAL, lambda: db.columns(JOURNAL) is not None, lambda: db.execute(
-        f"create table if not exists {db.table(JOURNAL)} (eoctl_run_id varchar not null, "
+        "create table if not exists :t (eoctl_run_id varchar not null, "
         "endpoint varchar not null, name varchar not null, size bigint, modified timestamptz, "
         "eoctl_removed_at timestamptz not null, state varchar not null, "
-        "primary key (eoctl_run_id, endpoint, name))"))
+        "primary key (eoctl_run_id, endpoint, name))", t=db.table(JOURNAL)))
 
 
 # --------------------------------------------------------------------------------- execute
@@ -125,8 +126,8 @@ def _quarantine_batch(layout: StoreLayout, endpoint: str, batch: list[Any], run_
         _ensure_journal(db)
         with db.tx():
             for r in batch:
-                db.execute(f"insert into {db.table(JOURNAL)} values (%s, %s, %s, %s, %s, %s, 'moving')",
-                           [run_id, endpoint, r["name"], r["size"], _utc(r["modified"]), now])
+                db.execute("insert into :t values (%s, %s, %s, %s, %s, %s, 'moving')",
+                           [run_id, endpoint, r["name"], r["size"], _utc(r["modified"]), now], t=db.table(JOURNAL))
     moved = _move_journaled(prefix, run_id, [r["name"] for r in batch], options.cutoff)
     tally.deleted += len(moved)
     tally.skipped_changed += len(batch) - len(moved)
@@ -157,8 +158,8 @@ def _move_journaled(prefix: BlobPrefix, run_id: str, names: list[str],
     with open_db(prefix.store) as db:
         with db.tx():
             for name, state in states.items():
-                db.execute(f"update {db.table(JOURNAL)} set state = %s where eoctl_run_id = %s and endpoint = %s "
-                           "and name = %s", [state, run_id, prefix.endpoint, name])
+                db.execute("update :t set state = %s where eoctl_run_id = %s and endpoint = %s and name = %s",
+                           [state, run_id, prefix.endpoint, name], t=db.table(JOURNAL))
     return {n for n, s in states.items() if s == "quarantined"}
 
 
@@ -167,8 +168,8 @@ def _journal_rows(prefix: BlobPrefix, run_id: str, states: tuple[str, ...]) -> l
         if db.columns(JOURNAL) is None:
             return []
         return [r[0] for r in db.execute(
-            f"select name from {db.table(JOURNAL)} where eoctl_run_id = %s and endpoint = %s and state in "
-            f"{in_list(states)} order by name", [run_id, prefix.endpoint, *states])]
+            "select name from :t where eoctl_run_id = %s and endpoint = %s and state in :states order by name",
+            [run_id, prefix.endpoint, *states], t=db.table(JOURNAL), states=in_list(states))]
 
 
 def _prefixes(config: Config) -> list[BlobPrefix]:
@@ -207,8 +208,9 @@ def purge(layout: StoreLayout, options: GcOptions) -> int:
         with open_db(prefix.store) as db:
             if db.columns(JOURNAL) is None:
                 continue
-            rows = db.execute(f"select eoctl_run_id, name from {db.table(JOURNAL)} where state = 'quarantined' "
-                              "and endpoint = %s and eoctl_removed_at < %s", [prefix.endpoint, before])
+            rows = db.execute("select eoctl_run_id, name from :t where state = 'quarantined' "
+                              "and endpoint = %s and eoctl_removed_at < %s", [prefix.endpoint, before],
+                              t=db.table(JOURNAL))
         runs = set()
         for run, name in rows:
             path = prefix.quarantined(run, name)
@@ -219,12 +221,13 @@ def purge(layout: StoreLayout, options: GcOptions) -> int:
         with open_db(prefix.store) as db:
             with db.tx():
                 for run, name in rows:
-                    db.execute(f"update {db.table(JOURNAL)} set state = 'purged' where eoctl_run_id = %s "
-                               "and endpoint = %s and name = %s", [run, prefix.endpoint, name])
+                    db.execute("update :t set state = 'purged' where eoctl_run_id = %s "
+                               "and endpoint = %s and name = %s", [run, prefix.endpoint, name], t=db.table(JOURNAL))
         for run in runs:
             prefix.prune(run)
     for it in layout.distinct_tables("intents"):
-        purge_journal(it.store, it.table, before, f" and {it.q('kind')} = %s", ("blob",))
+        blobs = sql.fragment(":kind = %s", kind=sql.column(it.col("kind")))
+        purge_journal(it.store, it.table, before, blobs, ("blob",))
     return purged
 
 
@@ -272,9 +275,9 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
             with open_db(prefix.store) as db:
                 with db.tx():
                     for part in (done[i:i + 500] for i in range(0, len(done), 500)):
-                        db.execute(f"update {db.table(JOURNAL)} set state = 'restored' where eoctl_run_id = %s "
-                                   f"and endpoint = %s and name in {in_list(part)} and state in "
-                                   "('moving', 'quarantined')", [run_id, prefix.endpoint, *part])
+                        db.execute("update :t set state = 'restored' where eoctl_run_id = %s "
+                                   "and endpoint = %s and name in :names and state in ('moving', 'quarantined')",
+                                   [run_id, prefix.endpoint, *part], t=db.table(JOURNAL), names=in_list(part))
             prefix.prune(run_id)
         return back
 

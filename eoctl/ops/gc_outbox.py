@@ -18,10 +18,14 @@ import datetime as dt
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sqlglot import exp
+
 from eoctl.config.model import Config, duration_of
 from eoctl.ops.common import GcKind, GcOptions, GcResult, RestoreResult, Tally, restore_run, restore_tables, run_gc, selected
 from eoctl.ops.journal import journal_and_delete, purge_journal
 from eoctl.ops.lease import RunLog, utcnow
+from eoctl.stores import sql
+from eoctl.stores.connection import IdSql
 from eoctl.stores.db import open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
 
@@ -36,9 +40,10 @@ def _cutoff(t: EndpointTable, config: Config, now: dt.datetime) -> dt.datetime:
     return now - duration_of(retention)
 
 
-def _past(t: EndpointTable) -> str:
-    """SQL: a sent row last updated before the cutoff (`%s`)."""
-    return f"{t.sent()} and {t.q('updated_at')} < %s"
+def _past(t: EndpointTable, cutoff: dt.datetime) -> tuple[exp.Expression, list[Any]]:
+    """A sent row last updated before `cutoff`: the condition and the values it binds."""
+    sent, values = t.sent_cond()
+    return sql.every(sent, sql.fragment(":updated_at < %s", updated_at=t.c("updated_at"))), [*values, cutoff]
 
 
 class OutboxPlan:
@@ -69,29 +74,32 @@ class OutboxPlan:
         self.tallies = [self._tally(t) for t in self.tables.values()]
 
     def _tally(self, t: EndpointTable) -> Tally:
-        owned, owner = t.owned()
+        owned, owner = t.owned_cond()
+        is_sent, values = t.sent_cond()
         with open_db(t.store, read_only=True) as db:
             ((sent, past),) = db.execute(
-                f"select count(*), coalesce(sum(case when {t.q('updated_at')} < %s then 1 else 0 end), 0) "
-                f"from {db.table(t.table)} where {t.sent()}{owned}",
-                [_cutoff(t, self.layout.config, self.options.now), *owner])
+                "select count(*), coalesce(sum(case when :updated_at < %s then 1 else 0 end), 0) from :t where :chosen",
+                [_cutoff(t, self.layout.config, self.options.now), *values, *owner],
+                updated_at=t.c("updated_at"), t=db.table(t.table), chosen=sql.every(is_sent, owned))
         return Tally(t.endpoint, garbage=int(sent), planned=int(past), skipped_young=int(sent) - int(past))
 
     def _page(self, t: EndpointTable, after: str | None, limit: int) -> list[dict[str, Any]]:
-        owned, owner = t.owned()
-        key = t.q("incoming_message_id")
-        params: list[Any] = [_cutoff(t, self.layout.config, self.options.now)]
-        where = _past(t)
+        owned, owner = t.owned_cond()
+        key = t.c("incoming_message_id")
+        past, params = _past(t, _cutoff(t, self.layout.config, self.options.now))
         with open_db(t.store, read_only=True) as db:
             entry_id = db.ids(t.table, t.col("incoming_message_id"))
             attempt = db.ids(t.table, t.col("attempt_id"))
+            after_key = None
             if after is not None:
-                where += f" and {key} > {entry_id.param()}"
+                after_key = sql.fragment(":key > :after", key=key, after=entry_id.param())
                 params.append(after)
             rows = db.execute(
-                f"select {_as_text(entry_id, key)}, {_as_text(attempt, t.q('attempt_id'))}, {t.q('created_at')}, "
-                f"{t.q('updated_at')} from {db.table(t.table)} where {where}{owned} order by {key} limit %s",
-                [*params, *owner, limit])
+                "select :entry_id, :attempt_id, :created_at, :updated_at from :t where :chosen order by :key limit %s",
+                [*params, *owner, limit],
+                entry_id=_as_text(entry_id, key), attempt_id=_as_text(attempt, t.c("attempt_id")),
+                created_at=t.c("created_at"), updated_at=t.c("updated_at"), t=db.table(t.table),
+                chosen=sql.every(past, after_key, owned), key=key)
         now = self.options.now
         return [{"endpoint": t.endpoint, "incoming_message_id": m, "attempt_id": a, "created_at": _utc(c),
                  "updated_at": _utc(u), "age_seconds": _age(now, _utc(u))} for m, a, c, u in rows]
@@ -137,8 +145,8 @@ def _delete_batch(layout: StoreLayout, endpoint: str, batch: list[Any], run_id: 
     ids = [r["incoming_message_id"] for r in batch]
     # re-checked in the deleting transaction: a row the pipeline touched since the plan (sent again,
     # or pending) stays
-    removed = journal_and_delete(t, "incoming_message_id", ids, _past(t),
-                                 [_cutoff(t, layout.config, options.now)], run_id)
+    past, params = _past(t, _cutoff(t, layout.config, options.now))
+    removed = journal_and_delete(t, "incoming_message_id", ids, past, params, run_id)
     tally.deleted += len(removed)
     tally.skipped_changed += len(ids) - len(removed)
 
@@ -177,6 +185,6 @@ def restore(config: Config, run_id: str, execute: bool = True) -> RestoreResult:
         config, "outbox", "incoming_message_id", run_id, really, left, keep=lambda t: t.keeps_sent), execute)
 
 
-def _as_text(typed, sql: str) -> str:
+def _as_text(typed: IdSql, column: exp.Expression) -> exp.Expression:
     """An id column as text: its IdSql's, and a text column cast (a number kept as an id)."""
-    return typed.text(sql) if typed.family != "text" else f"cast({sql} as varchar)"
+    return typed.text(column) if typed.family != "text" else sql.fragment("cast(:v as varchar)", v=column)

@@ -17,6 +17,8 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+from sqlglot import exp
+
 from eoctl.config.model import Config
 from eoctl.ops.common import (
     GcKind,
@@ -35,11 +37,11 @@ from eoctl.ops.journal import (
     journal_and_delete_intents,
     journal_of,
     purge_journal,
-    q,
     remove_intents_of,
 )
 from eoctl.ops.lease import RunLog, utcnow
-from eoctl.stores.connection import comparable_ids, qualified
+from eoctl.stores import sql
+from eoctl.stores.connection import comparable_ids
 from eoctl.stores.db import Db, open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
 
@@ -62,21 +64,30 @@ def _journal_and_delete_tokens(layout: StoreLayout, t: EndpointTable, ids: list[
     """One transaction: journal the still-collectable rows among `ids` (of this endpoint: in a
     shared table, never another endpoint's), delete exactly those."""
     # a pending entry of any endpoint whose outbox lives in the same store may have taken the token
-    outboxes = sorted({(o.table, o.col("incoming_token_id"), o.pending()) for o in layout.tables("outbox")
-                       if o.store_name == t.store_name})
+    # one per table and condition (endpoints sharing an outbox table share it), in a stable order
+    outboxes = [o for _key, o in sorted({(o.table, o.col("incoming_token_id"), o.sent_column or "",
+                                          o.sent_values or ()): o
+                                         for o in layout.tables("outbox") if o.store_name == t.store_name}.items(),
+                                        key=lambda item: item[0])]
 
-    def guard(db: Db) -> str:
-        """Typed against the columns the store has: a uuid token id beside a varchar outbox column."""
-        token = (t.q("token_id"), db.column_types(t.table).get(t.col("token_id"), "text"))
-        sql = f"{t.q('created_at')} < %s"
-        for outbox, incoming, pending in outboxes:
-            held = (q(incoming), db.column_types(outbox).get(incoming, "text"))
+    def guard(db: Db) -> tuple[exp.Expression, list[Any]]:
+        """Typed against the columns the store has: a uuid token id beside a varchar outbox column.
+        (`not (x in ...)`: see stores.layout.sent_node.)"""
+        token = (t.c("token_id"), db.column_types(t.table).get(t.col("token_id"), "text"))
+        conditions, params = [sql.fragment(":created_at < %s", created_at=t.c("created_at"))], [cutoff]
+        for o in outboxes:
+            incoming = o.c("incoming_token_id")
+            held = (incoming, db.column_types(o.table).get(o.col("incoming_token_id"), "text"))
             mine, theirs = comparable_ids(t.store, token, held)
-            sql += (f" and {mine} not in (select {theirs} from {qualified(t.store, outbox)} "
-                    f"where {q(incoming)} is not null{pending})")
-        return sql
+            pending, sent_values = o.pending_cond()
+            conditions.append(sql.fragment("not (:mine in (select :theirs from :outbox where :entries))",
+                                           mine=mine, theirs=theirs, outbox=db.table(o.table),
+                                           entries=sql.every(sql.fragment(":incoming is not null", incoming=incoming),
+                                                             pending)))
+            params += sent_values
+        return sql.every(*conditions), params
 
-    return journal_and_delete(t, "token_id", ids, guard, [cutoff], run_id)
+    return journal_and_delete(t, "token_id", ids, guard, [], run_id)
 
 
 def _journaled_ids(t: EndpointTable, run_id: str) -> list[str]:
@@ -84,8 +95,8 @@ def _journaled_ids(t: EndpointTable, run_id: str) -> list[str]:
         if db.columns(journal_of(t.table)) is None:
             return []
         token_id = db.ids(journal_of(t.table), t.col("token_id"))
-        return [r[0] for r in db.execute(f"select {token_id.text(t.q('token_id'))} from {db.table(journal_of(t.table))} "
-                                         "where eoctl_run_id = %s", [run_id])]
+        return [r[0] for r in db.execute("select :token_id from :journal where eoctl_run_id = %s", [run_id],
+                                         token_id=token_id.text(t.c("token_id")), journal=db.table(journal_of(t.table)))]
 
 
 def finish_leftovers(layout: StoreLayout, log: RunLog, run_id: str, options: GcOptions) -> list[str]:
@@ -109,7 +120,7 @@ def purge(layout: StoreLayout, options: GcOptions) -> int:
     before = utcnow() - options.retention
     purged = sum(purge_journal(t.store, t.table, before) for t in layout.distinct_tables("tokens"))
     for it in layout.distinct_tables("intents"):  # the intents journal also holds gc-blobs' rows: only token intents
-        purged += purge_journal(it.store, it.table, before, f" and {it.q('kind')} = %s", ("token",))
+        purged += purge_journal(it.store, it.table, before, sql.fragment(":kind = %s", kind=it.c("kind")), ("token",))
     return purged
 
 

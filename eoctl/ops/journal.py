@@ -12,53 +12,66 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sqlglot import exp
+
 from eoctl.ops.lease import utcnow
 from eoctl.errors import SourceError
 from eoctl.inert import inert
-from eoctl.stores.connection import DRIVER_MODULES, describe, quote_ident
+from eoctl.stores import sql
+from eoctl.stores.connection import DRIVER_MODULES, describe
 from eoctl.stores.db import Db, StoreConfig, open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
 
 JOURNAL_EXTRA = (("eoctl_run_id", "varchar"), ("eoctl_removed_at", "timestamptz"))
+
+#: a guard (journal_and_delete): a condition of stores.sql, or a template without parts (a str), or
+#: a function of the connection giving one, or giving (condition, the values it binds after `params`)
+Guard = exp.Expression | str | Callable[[Db], "exp.Expression | tuple[exp.Expression, list[Any]]"]
 
 
 def journal_of(table: str) -> str:
     return f"eoctl_journal_{table}"
 
 
-def q(name: str) -> str:
-    return quote_ident(name)
+def _condition(guard: exp.Expression | str) -> exp.Expression:
+    return sql.fragment(guard) if isinstance(guard, str) else guard
 
 
-def journal_and_delete(t: EndpointTable, key: str, ids: list[str], guard: str | Callable[[Db], str],
+def journal_and_delete(t: EndpointTable, key: str, ids: list[str], guard: Guard,
                        params: list[Any], run_id: str) -> set[str]:
     """One transaction in `t`'s store: journal the rows among `ids` (values of canonical column
-    `key`) that still meet `guard` (SQL with `%s` for `params`, or a function of the connection
-    giving it, re-checked as they are journaled),
+    `key`) that still meet `guard` (a condition binding `params` in order, or a function of the
+    connection giving it, re-checked as they are journaled),
     of `t`'s endpoint only (in a shared table, never another endpoint's rows), then delete exactly
     the journaled rows. Returns their keys."""
     journal = journal_of(t.table)
-    owned, owner = t.owned()
+    owned, owner = t.owned_cond()
     with open_db(t.store) as db:
-        cols = db.ensure_copy_table(t.table, journal, JOURNAL_EXTRA)
-        col_list = ", ".join(q(x) for x in cols)
-        guard = guard(db) if callable(guard) else guard
+        cols = sql.columns(db.ensure_copy_table(t.table, journal, JOURNAL_EXTRA))
+        made = guard(db) if callable(guard) else guard
+        if isinstance(made, tuple):
+            made, more = made
+            params = [*params, *more]
+        condition = _condition(made)
         typed = db.ids(t.table, t.col(key))  # ids in and out as text, whatever type the column has
         with db.tx():
             # the rows still meeting the guard, locked on a server until the commit (FOR UPDATE:
             # the pipeline cannot change one between its journaling and its delete); DuckDB has
-            # one writer per file, this transaction
+            # one writer per file, this transaction (stores.sql leaves the lock out there)
             locked = [r[0] for r in db.execute(
-                f"select {typed.text(t.q(key))} from {db.table(t.table)} where {t.q(key)} in {typed.params(len(ids))} "
-                f"and {guard}{owned}" + ("" if db.duckdb else " for update"), [*ids, *params, *owner])]
+                "select :key_text from :t where :chosen for update", [*ids, *params, *owner],
+                key_text=typed.text(t.c(key)), t=db.table(t.table),
+                chosen=sql.every(sql.fragment(":k in :ids", k=t.c(key), ids=typed.params(len(ids))), condition, owned))]
             if locked:
                 # the guard again: in a table without a unique key, a row sharing a locked row's key
                 # (a pending row of the same id) is not the locked row and stays
-                chosen = f"where {t.q(key)} in {typed.params(len(locked))} and {guard}{owned}"
-                db.execute(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
-                           f"select {col_list}, %s, %s from {db.table(t.table)} {chosen}",
-                           [run_id, utcnow(), *locked, *params, *owner])
-                db.execute(f"delete from {db.table(t.table)} {chosen}", [*locked, *params, *owner])
+                chosen = sql.every(sql.fragment(":k in :ids", k=t.c(key), ids=typed.params(len(locked))), condition, owned)
+                db.execute("insert into :journal (:cols, eoctl_run_id, eoctl_removed_at) "
+                           "select :cols, %s, %s from :t where :chosen",
+                           [run_id, utcnow(), *locked, *params, *owner],
+                           journal=db.table(journal), cols=cols, t=db.table(t.table), chosen=chosen)
+                db.execute("delete from :t where :chosen", [*locked, *params, *owner],
+                           t=db.table(t.table), chosen=chosen)
     return set(locked)
 
 
@@ -68,24 +81,26 @@ def journal_and_delete_intents(it: EndpointTable, kind: str, intent_ids: list[st
     is one of `refs` (tokens or blobs this run removed), of the endpoint the table is `it`'s (in a
     shared table, never another endpoint's rows). One transaction per 500 intents."""
     journal = journal_of(it.table)
-    owned, owner = it.owned()
+    owned, owner = it.owned_cond()
     removed = 0
     with open_db(it.store) as db:
-        cols = db.ensure_copy_table(it.table, journal, JOURNAL_EXTRA)
-        col_list = ", ".join(q(x) for x in cols)
+        cols = sql.columns(db.ensure_copy_table(it.table, journal, JOURNAL_EXTRA))
         for start in range(0, len(intent_ids), 500):
             part = intent_ids[start:start + 500]
             # the same rows are journaled and deleted: one condition, in one transaction (an id
             # alone would also take a row of another kind or ref sharing it, in a table without a key)
-            chosen = (f"where {it.q('intent_id')} in {db.ids(it.table, it.col('intent_id')).params(len(part))} "
-                      f"and {it.q('kind')} = %s and {it.q('ref')} in {db.ids(it.table, it.col('ref')).params(len(refs))}"
-                      f"{owned}")
+            chosen = sql.every(
+                sql.fragment(":intent_id in :ids", intent_id=it.c("intent_id"),
+                             ids=db.ids(it.table, it.col("intent_id")).params(len(part))),
+                sql.fragment(":kind = %s", kind=it.c("kind")),
+                sql.fragment(":ref in :refs", ref=it.c("ref"), refs=db.ids(it.table, it.col("ref")).params(len(refs))),
+                owned)
             params = [*part, kind, *refs, *owner]
             with db.tx():
-                journaled = db.rowcount(f"insert into {db.table(journal)} ({col_list}, eoctl_run_id, eoctl_removed_at) "
-                                        f"select {col_list}, %s, %s from {db.table(it.table)} {chosen}",
-                                        [run_id, utcnow(), *params])
-                deleted = db.rowcount(f"delete from {db.table(it.table)} {chosen}", params)
+                journaled = db.rowcount("insert into :journal (:cols, eoctl_run_id, eoctl_removed_at) "
+                                        "select :cols, %s, %s from :t where :chosen", [run_id, utcnow(), *params],
+                                        journal=db.table(journal), cols=cols, t=db.table(it.table), chosen=chosen)
+                deleted = db.rowcount("delete from :t where :chosen", params, t=db.table(it.table), chosen=chosen)
                 if deleted != journaled:  # the DuckDB file has one writer; a server's rows are read committed
                     raise JournalUnverified(f"intents of run {run_id} in {it.table}: {deleted} would be deleted "
                                             f"for {journaled} journaled: nothing changed")
@@ -115,8 +130,9 @@ def intents_naming(it: EndpointTable, kind: str, refs: list[str]) -> list[str]:
             return []
         intent_id, ref = db.ids(it.table, it.col("intent_id")), db.ids(it.table, it.col("ref"))
         return [r[0] for r in db.execute(
-            f"select {intent_id.text(it.q('intent_id'))} from {db.table(it.table)} where {it.q('kind')} = %s and "
-            f"{it.q('ref')} in {ref.params(len(refs))}", [kind, *refs])]
+            "select :intent_id from :t where :kind = %s and :ref in :refs", [kind, *refs],
+            intent_id=intent_id.text(it.c("intent_id")), t=db.table(it.table), kind=it.c("kind"), ref=it.c("ref"),
+            refs=ref.params(len(refs)))]
 
 
 #: the run id journal rows a restore cannot put back carry inside its transaction (never committed:
@@ -149,7 +165,8 @@ def restore_table(t: EndpointTable, key: str, run_id: str, execute: bool = True,
         table_cols, journal_cols = db.columns(t.table), db.columns(journal)
         if journal_cols is None:
             return 0
-        total = int(db.execute(f"select count(*) from {db.table(journal)} where eoctl_run_id = %s", [run_id])[0][0])
+        total = int(db.execute("select count(*) from :journal where eoctl_run_id = %s", [run_id],
+                               journal=db.table(journal))[0][0])
         if total == 0:
             return 0
         kept = [c for c in journal_cols if c not in extra]
@@ -162,37 +179,40 @@ def restore_table(t: EndpointTable, key: str, run_id: str, execute: bool = True,
                          "why": f"{why}: put {'it' if table_cols is None else 'them'} back, then restore again"})
             return 0
         key_col = t.col(key)
-        same = f"t.{q(key_col)} = j.{q(key_col)}"
+        # the identity of a journal row `j` held by a row `t` of the table (a NULL matches nothing)
+        same = [sql.fragment(":a = :b", a=sql.column(key_col, "t"), b=sql.column(key_col, "j"))]
         if t.owner_column is not None and t.owner_column in kept:
-            same += f" and t.{q(t.owner_column)} = j.{q(t.owner_column)}"
-        there = f"exists (select 1 from {db.table(t.table)} t where {same})"
-        col_list = ", ".join(q(c) for c in kept)
+            same.append(sql.fragment(":a = :b", a=sql.column(t.owner_column, "t"), b=sql.column(t.owner_column, "j")))
+        there = sql.fragment("exists (select 1 from :t where :same)", t=db.table(t.table, "t"), same=sql.every(*same))
+        cols = sql.columns(kept)
         if not execute:
-            (back,) = db.execute(f"select count(*) from {db.table(journal)} j where j.eoctl_run_id = %s "
-                                 f"and not {there}", [run_id])[0]
+            (back,) = db.execute("select count(*) from :journal where j.eoctl_run_id = %s and not :there", [run_id],
+                                 journal=db.table(journal, "j"), there=there)[0]
             _name_held(db, t, key_col, journal, run_id, there, left, endpoints or {})
             return int(back)
         held_id = run_id + _HELD
         try:
             with db.tx():
-                held = db.rowcount(f"update {db.table(journal)} j set eoctl_run_id = %s "
-                                   f"where j.eoctl_run_id = %s and {there}", [held_id, run_id])
+                held = db.rowcount("update :journal set eoctl_run_id = %s where j.eoctl_run_id = %s and :there",
+                                   [held_id, run_id], journal=db.table(journal, "j"), there=there)
                 # (none to put back: no statement, which MySQL would refuse for a column it cannot fill)
                 back = 0 if held == total else db.rowcount(
-                    f"insert into {db.table(t.table)} ({col_list}) select {col_list} "
-                    f"from {db.table(journal)} where eoctl_run_id = %s", [run_id])
+                    "insert into :t (:cols) select :cols from :journal where eoctl_run_id = %s", [run_id],
+                    t=db.table(t.table), cols=cols, journal=db.table(journal))
                 # verified before a journal row goes: every row of the run is in the table now
-                (missing,) = db.execute(f"select count(*) from {db.table(journal)} j where j.eoctl_run_id = %s "
-                                        f"and j.{q(key_col)} is not null and not {there}", [run_id])[0]
+                (missing,) = db.execute("select count(*) from :journal where j.eoctl_run_id = %s "
+                                        "and :key is not null and not :there", [run_id],
+                                        journal=db.table(journal, "j"), key=sql.column(key_col, "j"), there=there)[0]
                 if back != total - held or missing:
                     raise JournalUnverified(f"restore of run {run_id} into {t.table}: {back} rows put back of "
                                             f"{total - held} journaled ({missing} not found after): nothing changed")
-                removed = db.rowcount(f"delete from {db.table(journal)} where eoctl_run_id = %s", [run_id])
+                removed = db.rowcount("delete from :journal where eoctl_run_id = %s", [run_id],
+                                      journal=db.table(journal))
                 if removed != back:
                     raise JournalUnverified(f"restore of run {run_id} into {t.table}: {removed} journal rows "
                                             f"would go for {back} put back: nothing changed")
-                db.execute(f"update {db.table(journal)} set eoctl_run_id = %s where eoctl_run_id = %s",
-                           [run_id, held_id])
+                db.execute("update :journal set eoctl_run_id = %s where eoctl_run_id = %s", [run_id, held_id],
+                           journal=db.table(journal))
         except Exception as exc:
             if not type(exc).__module__.startswith(DRIVER_MODULES):
                 raise
@@ -206,23 +226,26 @@ def restore_table(t: EndpointTable, key: str, run_id: str, execute: bool = True,
     return back
 
 
-def _name_held(db: Db, t: EndpointTable, key_col: str, journal: str, run_id: str, there: str,
+def _name_held(db: Db, t: EndpointTable, key_col: str, journal: str, run_id: str, there: exp.Expression,
                left: list[dict[str, str]], endpoints: Mapping[str, str]) -> None:
     """Name the run's journal rows whose identity the table holds again (NAMED_ROWS at most, the
     rest counted), each under the endpoint that owns it."""
-    owner_sql = f"cast(j.{q(t.owner_column)} as varchar)" if t.owner_column else "null"
+    owner_sql = (sql.fragment("cast(:owner as varchar)", owner=sql.column(t.owner_column, "j")) if t.owner_column
+                 else exp.null())
     key_text = db.ids(journal, key_col)
-    key_sql = key_text.text(f"j.{q(key_col)}") if key_text.family != "text" else f"cast(j.{q(key_col)} as varchar)"
-    rows = db.execute(f"select {key_sql}, {owner_sql} from {db.table(journal)} j "
-                      f"where j.eoctl_run_id = %s and {there} order by 2, 1 limit {NAMED_ROWS + 1}", [run_id])
+    key = sql.column(key_col, "j")
+    key_sql = key_text.text(key) if key_text.family != "text" else sql.fragment("cast(:key as varchar)", key=key)
+    rows = db.execute("select :key, :owner from :journal where j.eoctl_run_id = %s and :there order by 2, 1 limit :n",
+                      [run_id], key=key_sql, owner=owner_sql, journal=db.table(journal, "j"), there=there,
+                      n=sql.literal(NAMED_ROWS + 1))
     why = (f"the table holds a row with this {key_col} again (written since the run): it is left as it is "
            f"and the journaled row kept; delete the table's row if the journaled one should win, then restore again")
     for key_value, owner in rows[:NAMED_ROWS]:
         left.append({"endpoint": endpoints.get(owner, owner) if owner is not None else t.endpoint,
                      "name": str(key_value), "why": why})
     if len(rows) > NAMED_ROWS:
-        (count,) = db.execute(f"select count(*) from {db.table(journal)} j where j.eoctl_run_id = %s and {there}",
-                              [run_id])[0]
+        (count,) = db.execute("select count(*) from :journal where j.eoctl_run_id = %s and :there", [run_id],
+                              journal=db.table(journal, "j"), there=there)[0]
         left.append({"endpoint": t.endpoint, "name": f"{int(count) - NAMED_ROWS} more rows of {t.table}",
                      "why": why})
 
@@ -232,12 +255,18 @@ class JournalUnverified(SourceError):
     back against journaled): the transaction is rolled back, nothing changed."""
 
 
-def purge_journal(store: StoreConfig, table: str, before: dt.datetime, where: str = "", params: tuple = ()) -> int:
-    """Remove journal rows older than `before` for good (they can no longer be restored)."""
+def purge_journal(store: StoreConfig, table: str, before: dt.datetime, where: exp.Expression | str | None = None,
+                  params: tuple = ()) -> int:
+    """Remove journal rows older than `before` for good (they can no longer be restored), of those
+    meeting `where` (a condition binding `params`; a str, ` and <condition>`, is the form callers
+    wrote before stores.sql, read as a template without parts)."""
+    if isinstance(where, str):
+        text = where.strip()
+        where = sql.fragment(text[len("and "):] if text.lower().startswith("and ") else text) if text else None
     journal = journal_of(table)
     with open_db(store) as db:
         if db.columns(journal) is None:
             return 0
         with db.tx():
-            return db.rowcount(f"delete from {db.table(journal)} where eoctl_removed_at < %s{where}",
-                               [before, *params])
+            return db.rowcount("delete from :journal where :chosen", [before, *params], journal=db.table(journal),
+                               chosen=sql.every(sql.fragment("eoctl_removed_at < %s"), where))

@@ -28,6 +28,7 @@ from eoctl.config.model import Config, DuckDBStore
 from eoctl.errors import LeaseHeld, SourceError
 from eoctl.procs import pid_alive
 from eoctl.secrets import redact
+from eoctl.stores import sql
 from eoctl.stores.connection import store_named
 from eoctl.stores.db import Db, open_db
 
@@ -41,14 +42,14 @@ def utcnow() -> dt.datetime:
 
 def _ensure_tables(db: Db) -> None:
     def create() -> None:
-        db.execute(f"create table if not exists {db.table(LEASES)} (name varchar primary key, "
+        db.execute("create table if not exists :t (name varchar primary key, "
                    "run_id varchar not null, holder_host varchar not null, holder_pid bigint not null, "
-                   "acquired_at timestamptz not null, renewed_at timestamptz not null)")
-        db.execute(f"create table if not exists {db.table(RUNS)} (run_id varchar primary key, "
+                   "acquired_at timestamptz not null, renewed_at timestamptz not null)", t=db.table(LEASES))
+        db.execute("create table if not exists :t (run_id varchar primary key, "
                    "command varchar not null, started_at timestamptz not null, finished_at timestamptz, "
-                   "status varchar not null, summary text)")
+                   "status varchar not null, summary text)", t=db.table(RUNS))
         if "holder_scope" not in (db.columns(LEASES) or ()):  # added later: leases made before have none
-            db.execute(f"alter table {db.table(LEASES)} add column holder_scope varchar")
+            db.execute("alter table :t add column holder_scope varchar", t=db.table(LEASES))
 
     # every changing command's first statements (every lease call comes here): several may start at once
     db.make(LEASES, lambda: "holder_scope" in (db.columns(LEASES) or ()) and db.columns(RUNS) is not None, create)
@@ -92,13 +93,13 @@ class Lease:
         ttl = dt.timedelta(seconds=self.config.ops.lease_ttl_seconds)
         with self._db() as db:
             _ensure_tables(db)
-            rows = db.execute(f"select run_id, holder_host, holder_pid, renewed_at, holder_scope "
-                              f"from {db.table(LEASES)} where name = %s", [self.name])
+            rows = db.execute("select run_id, holder_host, holder_pid, renewed_at, holder_scope "
+                              "from :t where name = %s", [self.name], t=db.table(LEASES))
             if not rows:
                 try:
-                    db.execute(f"insert into {db.table(LEASES)} (name, run_id, holder_host, holder_pid, acquired_at, "
+                    db.execute("insert into :t (name, run_id, holder_host, holder_pid, acquired_at, "
                                "renewed_at, holder_scope) values (%s, %s, %s, %s, %s, %s, %s)",
-                               [self.name, self.run_id, host, pid, now, now, scope])
+                               [self.name, self.run_id, host, pid, now, now, scope], t=db.table(LEASES))
                 except Exception as exc:  # a concurrent run inserted first (unique key)
                     if "duplicate" not in str(exc).lower() and "constraint" not in str(exc).lower():
                         raise
@@ -115,9 +116,9 @@ class Lease:
                     raise LeaseHeld(f"{self.name} is already running: run {old_run} on {old_host} pid {old_pid}, "
                                     f"lease renewed {age}s ago")
                 # compare-and-set on the old holder: of two runs taking over, one wins
-                taken = db.rowcount(f"update {db.table(LEASES)} set run_id = %s, holder_host = %s, holder_pid = %s, "
+                taken = db.rowcount("update :t set run_id = %s, holder_host = %s, holder_pid = %s, "
                                     "acquired_at = %s, renewed_at = %s, holder_scope = %s where name = %s and run_id = %s",
-                                    [self.run_id, host, pid, now, now, scope, self.name, old_run])
+                                    [self.run_id, host, pid, now, now, scope, self.name, old_run], t=db.table(LEASES))
                 if taken != 1:
                     raise LeaseHeld(f"another {self.name} run took over the stale lease at the same moment")
         return self
@@ -154,8 +155,8 @@ class Lease:
         if self._duckdb_path() is not None:
             return  # a flock is held until released or the process dies: nothing to renew
         with self._db() as db:
-            kept = db.rowcount(f"update {db.table(LEASES)} set renewed_at = %s where name = %s and run_id = %s",
-                               [utcnow(), self.name, self.run_id])
+            kept = db.rowcount("update :t set renewed_at = %s where name = %s and run_id = %s",
+                               [utcnow(), self.name, self.run_id], t=db.table(LEASES))
         if kept != 1:
             raise LeaseHeld(f"the {self.name} lease of run {self.run_id} was taken over; stopping")
 
@@ -165,7 +166,7 @@ class Lease:
             os.close(fd)  # closing drops the flock; the file stays for the next run
             return
         with self._db() as db:
-            db.execute(f"delete from {db.table(LEASES)} where name = %s and run_id = %s", [self.name, self.run_id])
+            db.execute("delete from :t where name = %s and run_id = %s", [self.name, self.run_id], t=db.table(LEASES))
 
     def __enter__(self) -> Lease:
         return self.acquire()
@@ -243,20 +244,20 @@ class RunLog:
     def start(self, run_id: str, command: str) -> None:
         with self._db() as db:
             _ensure_tables(db)
-            db.execute(f"insert into {db.table(RUNS)} values (%s, %s, %s, null, 'running', null)",
-                       [run_id, command, utcnow()])
+            db.execute("insert into :t values (%s, %s, %s, null, 'running', null)",
+                       [run_id, command, utcnow()], t=db.table(RUNS))
 
     def finish(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
         with self._db() as db:
-            db.execute(f"update {db.table(RUNS)} set finished_at = %s, status = %s, summary = %s where run_id = %s",
-                       [utcnow(), status, json.dumps(redact(summary), default=str), run_id])
+            db.execute("update :t set finished_at = %s, status = %s, summary = %s where run_id = %s",
+                       [utcnow(), status, json.dumps(redact(summary), default=str), run_id], t=db.table(RUNS))
 
     def unfinished(self, command: str, current: str) -> list[str]:
         """Runs of `command` that never finished (killed or failed): the next run finishes their leftovers."""
         with self._db() as db:
             _ensure_tables(db)
-            rows = db.execute(f"select run_id from {db.table(RUNS)} where command = %s and status in ('running', 'failed', 'stopped') "
-                              "and run_id <> %s order by started_at", [command, current])
+            rows = db.execute("select run_id from :t where command = %s and status in ('running', 'failed', 'stopped') "
+                              "and run_id <> %s order by started_at", [command, current], t=db.table(RUNS))
         return [r[0] for r in rows]
 
     def runs(self, limit: int = 20, command: str | None = None) -> list[dict[str, Any]]:
@@ -265,10 +266,10 @@ class RunLog:
         with open_db(store_named(self.config, self.config.control_store()), read_only=True) as db:
             if db.columns(RUNS) is None:
                 return []
-            where, params = (" where command = %s", [command]) if command else ("", [])
-            rows = db.execute(f"select run_id, command, started_at, finished_at, status, summary from "
-                              f"{db.table(RUNS)}{where} order by started_at desc, run_id desc limit %s",
-                              [*params, limit])
+            rows = db.execute("select run_id, command, started_at, finished_at, status, summary from :t "
+                              "where :chosen order by started_at desc, run_id desc limit %s",
+                              [*([command] if command else []), limit], t=db.table(RUNS),
+                              chosen=sql.fragment("command = %s") if command else sql.every())
         out = []
         for run_id, cmd, started, finished, status, summary in rows:
             out.append({"id": run_id, "command": cmd, "started_at": started, "finished_at": finished,
@@ -279,9 +280,9 @@ class RunLog:
         """(command, status) of a run, or None."""
         with self._db() as db:
             _ensure_tables(db)
-            rows = db.execute(f"select command, status from {db.table(RUNS)} where run_id = %s", [run_id])
+            rows = db.execute("select command, status from :t where run_id = %s", [run_id], t=db.table(RUNS))
         return (rows[0][0], rows[0][1]) if rows else None
 
     def set_status(self, run_id: str, status: str) -> None:
         with self._db() as db:
-            db.execute(f"update {db.table(RUNS)} set status = %s where run_id = %s", [status, run_id])
+            db.execute("update :t set status = %s where run_id = %s", [status, run_id], t=db.table(RUNS))

@@ -34,8 +34,8 @@ from eoctl.inert import inert
 from eoctl.interrupts import deferred
 from eoctl.ops.common import new_run_id, selected
 from eoctl.ops.lease import Lease, RunLog, utcnow
+from eoctl.stores import sql
 from eoctl.stores.db import Db, open_db
-from eoctl.stores.connection import quote_ident
 from eoctl.stores.layout import EndpointTable, StoreLayout
 
 COMMAND = "replay-outbox"
@@ -115,23 +115,25 @@ def find_stuck(layout: StoreLayout, options: ReplayOptions) -> list[StuckEntry]:
         t = layout.table(name, "outbox")
         if t is None:
             continue
-        owned, owner = t.owned()
+        owned, owner = t.owned_cond()
+        pending, sent_values = t.pending_cond()
         with open_db(t.store, read_only=True) as db:
-            where, params = [], []
             entry_id, token_id = db.ids(t.table, t.col("incoming_message_id")), db.ids(t.table, t.col("incoming_token_id"))
             if options.entries:
-                where.append(f"{t.q('incoming_message_id')} in {entry_id.params(len(options.entries))}")
-                params += options.entries
+                chosen = sql.fragment(":entry in :ids", entry=_c(t, "incoming_message_id"),
+                                      ids=entry_id.params(len(options.entries)))
+                params: list[Any] = list(options.entries)
             else:
-                where.append(f"{t.q('created_at')} < %s")
-                params.append(options.now - options.stuck_after)
-            rows = db.execute(
-                f"select {entry_id.text(t.q('incoming_message_id'))}, {token_id.text(t.q('incoming_token_id'))}, "
-                f"cast({t.q('outgoing')} as varchar), "
-                f"{t.q('tokens_committed_at')}, {t.q('created_at')}, {t.q('version')} from {db.table(t.table)} "
-                f"where {' and '.join(where)}{owned}{t.pending()} order by {t.q('created_at')}, "
-                f"{t.q('incoming_message_id')} "
-                "limit %s", [*params, *owner, options.max_entries])
+                chosen = sql.fragment(":created < %s", created=_c(t, "created_at"))
+                params = [options.now - options.stuck_after]
+            rows = db.execute(sql.statement(
+                "select :entry_text, :token_text, cast(:outgoing as varchar), :committed, :created, :version "
+                "from :t where :cond order by :created, :entry limit %s",
+                entry_text=entry_id.text(_c(t, "incoming_message_id")),
+                token_text=token_id.text(_c(t, "incoming_token_id")),
+                outgoing=_c(t, "outgoing"), committed=_c(t, "tokens_committed_at"), created=_c(t, "created_at"),
+                version=_c(t, "version"), t=db.table(t.table), cond=sql.every(chosen, owned, pending),
+                entry=_c(t, "incoming_message_id")), [*params, *owner, *sent_values, options.max_entries])
         for entry_id, token, outgoing, committed_at, created_at, version in rows:
             created = created_at if created_at.tzinfo else created_at.replace(tzinfo=dt.timezone.utc)
             try:
@@ -283,8 +285,8 @@ def _insert(db: Db, t: EndpointTable, values: dict[str, Any]) -> None:
     if "attempt_id" in ids and ids["attempt_id"].family in ("uuid", "uuid_bytes"):
         # a column of UUIDs takes replay's attempt id without its marking prefix
         values = {**values, "attempt_id": str(values["attempt_id"]).removeprefix(REPLAY_ATTEMPT)}
-    db.execute(f"insert into {db.table(t.table)} ({', '.join(t.q(c) for c in values)}) "
-               f"values ({', '.join(ids[c].param() for c in values)})", list(values.values()))
+    db.execute("insert into :t (:cols) values (:vals)", list(values.values()), t=db.table(t.table),
+               cols=[_c(t, c) for c in values], vals=[ids[c].param() for c in values])
 
 
 #: what marks the attempt id of the tokens and intents replay makes (a text column: eoctl-replay-UUID)
@@ -299,15 +301,15 @@ def _outbox(layout: StoreLayout, entry: StuckEntry) -> EndpointTable:
 
 def _update_entry(layout: StoreLayout, entry: StuckEntry, messages: list[dict[str, Any]], now: dt.datetime) -> None:
     t = _outbox(layout, entry)
-    owned, owner = t.owned()
+    owned, owner = t.owned_cond()
     with open_db(t.store) as db:
         with db.tx():
             changed = db.rowcount(
-                f"update {db.table(t.table)} set {t.q('outgoing')} = %s, {t.q('tokens_committed_at')} = %s, "
-                f"{t.q('updated_at')} = %s, {t.q('version')} = {t.q('version')} + 1 where "
-                f"{t.q('incoming_message_id')} = {db.ids(t.table, t.col('incoming_message_id')).param()} "
-                f"and {t.q('version')} = %s{owned}",
-                [json.dumps(messages), now, now, entry.entry_id, entry.version, *owner])
+                "update :t set :outgoing = %s, :committed = %s, :updated = %s, :version = :version + 1 where :cond",
+                [json.dumps(messages), now, now, entry.entry_id, entry.version, *owner],
+                t=db.table(t.table), outgoing=_c(t, "outgoing"), committed=_c(t, "tokens_committed_at"),
+                updated=_c(t, "updated_at"), version=_c(t, "version"),
+                cond=sql.every(_this_version(db, t), owned))
     if changed != 1:
         raise ConcurrencyConflict(f"entry changed since version {entry.version} while tokens were committed")
     entry.version += 1
@@ -317,33 +319,45 @@ def _remove_incoming_token(layout: StoreLayout, entry: StuckEntry) -> None:
     t = layout.table(entry.endpoint, "tokens")
     if t is None or not entry.incoming_token_id:
         return
-    owned, owner = t.owned()
+    owned, owner = t.owned_cond()
     with open_db(t.store) as db:
         with db.tx():
-            db.execute(f"delete from {db.table(t.table)} where {t.q('token_id')} = "
-                       f"{db.ids(t.table, t.col('token_id')).param()}{owned}",
-                       [entry.incoming_token_id, *owner])
+            token = sql.fragment(":token = :id", token=_c(t, "token_id"), id=db.ids(t.table, t.col("token_id")).param())
+            db.execute("delete from :t where :cond", [entry.incoming_token_id, *owner], t=db.table(t.table),
+                       cond=sql.every(token, owned))
 
 
 def _delete_entry(layout: StoreLayout, entry: StuckEntry, now: dt.datetime) -> None:
     """The algorithm's last step: the entry is gone, or, in an outbox that keeps its rows once sent,
     marked sent (its sent column set as the pipeline sets it; gc-outbox removes it later)."""
     t = _outbox(layout, entry)
-    owned, owner = t.owned()
+    owned, owner = t.owned_cond()
     with open_db(t.store) as db:
         with db.tx():
-            entry_id = db.ids(t.table, t.col("incoming_message_id")).param()
-            where = f"{t.q('incoming_message_id')} = {entry_id} and {t.q('version')} = %s{owned}"
+            cond = sql.every(_this_version(db, t), owned)
             if t.keeps_sent:
+                assert t.sent_column is not None
                 value = _sent_value(db, t, now)
-                gone = db.rowcount(f"update {db.table(t.table)} set {quote_ident(t.sent_column)} = %s, "
-                                   f"{t.q('updated_at')} = %s, {t.q('version')} = {t.q('version')} + 1 where {where}",
-                                   [value, now, entry.entry_id, entry.version, *owner])
+                gone = db.rowcount("update :t set :sent = %s, :updated = %s, :version = :version + 1 where :cond",
+                                   [value, now, entry.entry_id, entry.version, *owner], t=db.table(t.table),
+                                   sent=sql.column(t.sent_column), updated=_c(t, "updated_at"),
+                                   version=_c(t, "version"), cond=cond)
             else:
-                gone = db.rowcount(f"delete from {db.table(t.table)} where {where}",
-                                   [entry.entry_id, entry.version, *owner])
+                gone = db.rowcount("delete from :t where :cond", [entry.entry_id, entry.version, *owner],
+                                   t=db.table(t.table), cond=cond)
     if gone != 1:
         raise ConcurrencyConflict(f"entry changed since version {entry.version} before it was deleted")
+
+
+def _c(t: EndpointTable, canonical: str) -> Any:
+    """The column of `t` a canonical name maps to, as a node of stores.sql."""
+    return sql.column(t.col(canonical))
+
+
+def _this_version(db: Db, t: EndpointTable) -> Any:
+    """The entry's row at the version read (bound: its incoming message id, then the version)."""
+    return sql.fragment(":entry = :id and :version = %s", entry=_c(t, "incoming_message_id"),
+                        id=db.ids(t.table, t.col("incoming_message_id")).param(), version=_c(t, "version"))
 
 
 def _sent_value(db: Any, t: EndpointTable, now: dt.datetime) -> Any:

@@ -10,11 +10,14 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eoctl.config.model import Config, DuckDBStore, MySQLStore, PostgresStore
 from eoctl.errors import SourceError, UsageError
 from eoctl.logs import get as get_logger
+
+if TYPE_CHECKING:
+    from sqlglot import exp
 
 _log = get_logger("stores")
 
@@ -146,14 +149,19 @@ def attached_read_only(con: Any, store: DuckDBStore, *, wait: bool = True) -> It
     import uuid
 
     _must_exist(store)
+    from sqlglot import exp
+
+    from eoctl.stores import sql
+
     alias = f"eoctl_store_{uuid.uuid4().hex[:8]}"
-    quoted_alias = '"' + alias + '"'
-    _waiting_for_lock(store, lambda: con.execute(f"ATTACH {sql_literal(str(store.path))} AS {quoted_alias} (READ_ONLY)"),
-                      None if wait else 0)
+    # DuckDB's ATTACH takes no bound value: the path a literal, quoted by sqlglot's generator
+    attach = exp.Attach(this=exp.alias_(exp.Literal.string(str(store.path)), sql.ident(alias)), exists=False,
+                        expressions=[exp.AttachOption(this=exp.var("READ_ONLY"))]).sql(dialect="duckdb")
+    _waiting_for_lock(store, lambda: con.execute(attach), None if wait else 0)
     try:
         yield alias
     finally:
-        con.execute(f"DETACH {quoted_alias}")
+        con.execute(exp.Detach(this=sql.ident(alias), exists=False).sql(dialect="duckdb"))
 
 
 @contextmanager
@@ -224,16 +232,19 @@ def schema_columns(conn: Any, store: StoreConfig, table: str | None = None,
     """Table name -> its columns (TableColumns), for every table of the store's schema (one query:
     a run looks up its tables in one open of each store), or for `table` alone. `catalog`: the
     name a DuckDB store's file is attached as on `conn` (attached_read_only)."""
-    sql = "select table_name, column_name, data_type from information_schema.columns where table_schema = %s"
+    from eoctl.stores import sql
+
     params = [store.schema_name]
+    conditions = [sql.fragment("table_schema = %s")]
     if table is not None:
-        sql += " and table_name = %s"
+        conditions.append(sql.fragment("table_name = %s"))
         params.append(table)
     if catalog is not None:
-        sql += " and table_catalog = %s"
+        conditions.append(sql.fragment("table_catalog = %s"))
         params.append(catalog)
-    sql += " order by table_name, ordinal_position"
-    rows = query(conn, store, sql, params)
+    rows = query(conn, store, sql.statement("select table_name, column_name, data_type from information_schema.columns "
+                                            "where :cond order by table_name, ordinal_position",
+                                            cond=sql.every(*conditions)), params)
     out: dict[str, TableColumns] = {}
     for name, column, data_type in rows:
         columns = out.setdefault(name, TableColumns())
@@ -266,37 +277,52 @@ class IdSql:
     """How store SQL meets one column of ids: an id goes in and comes out as its text (what record
     headers carry and what the engines read), whatever type the store keeps it in: text, a uuid
     (PostgreSQL, DuckDB, MariaDB), a UUID's 16 bytes (MySQL's BINARY(16), as UUID_TO_BIN makes
-    them) or another binary (the text's UTF-8 bytes)."""
+    them) or another binary (the text's UTF-8 bytes). Each method gives a node of stores.sql."""
 
     def __init__(self, store: StoreConfig, family: str) -> None:
         self.store = store
         self.family = family  # text | uuid | uuid_bytes | bytes
 
-    def param(self) -> str:
-        """One bound id (`%s`) as a value of the column's type: the column's index serves it."""
+    def param(self) -> exp.Expression:
+        """One bound id as a value of the column's type: the column's index serves it."""
+        from eoctl.stores import sql
+
         if self.family == "uuid_bytes":
-            return "unhex(replace(%s, '-', ''))"
+            return sql.call("unhex", sql.call("replace", sql.param(), "-", ""))
         if self.family == "bytes":
             if isinstance(self.store, PostgresStore):
-                return "convert_to(%s, 'UTF8')"
-            return "encode(%s)" if isinstance(self.store, DuckDBStore) else "cast(%s as binary)"
-        return "%s"  # a uuid column takes a uuid's text: psycopg binds text untyped, DuckDB and MariaDB cast it
+                return sql.call("convert_to", sql.param(), "UTF8")
+            if isinstance(self.store, DuckDBStore):
+                return sql.call("encode", sql.param())
+            from sqlglot import exp
 
-    def params(self, count: int) -> str:
-        """`(p, p, ...)` of `count` ids (stores.db.in_list, typed)."""
-        return "(" + ", ".join([self.param()] * count) + ")"
+            return exp.cast(sql.param(), exp.DataType.build("binary"))
+        return sql.param()  # a uuid column takes a uuid's text: psycopg binds text untyped, DuckDB and MariaDB cast it
 
-    def text(self, sql: str) -> str:
-        """The SQL `sql` (a value of the column) as the id's text."""
-        if self.family == "uuid_bytes":
-            digits = f"lower(hex({sql}))"
-            return (f"concat(substr({digits}, 1, 8), '-', substr({digits}, 9, 4), '-', substr({digits}, 13, 4), '-', "
-                    f"substr({digits}, 17, 4), '-', substr({digits}, 21, 12))")
+    def params(self, count: int) -> exp.Tuple:
+        """`(p, p, ...)` of `count` ids, for `column in :ids`."""
+        from sqlglot import exp
+
+        return exp.Tuple(expressions=[self.param() for _ in range(count)])
+
+    def text(self, value: exp.Expression) -> exp.Expression:
+        """`value` (a value of the column) as the id's text."""
+        from eoctl.stores import sql
+
+        if self.family == "uuid_bytes":  # MySQL's own CONCAT: a NULL id stays NULL
+            digits = sql.call("lower", sql.call("hex", value))
+            parts = [sql.call("substr", digits, sql.literal(at), sql.literal(n))
+                     for at, n in ((1, 8), (9, 4), (13, 4), (17, 4), (21, 12))]
+            return sql.call("concat", *[p for part in parts for p in (part, sql.literal("-"))][:-1])
         if self.family == "bytes":
             if isinstance(self.store, PostgresStore):
-                return f"convert_from({sql}, 'UTF8')"
-            return f"decode({sql})" if isinstance(self.store, DuckDBStore) else f"cast({sql} as char)"
-        return f"cast({sql} as varchar)" if self.family == "uuid" else sql  # a str, not the driver's UUID object
+                return sql.call("convert_from", value, "UTF8")
+            if isinstance(self.store, DuckDBStore):
+                return sql.call("decode", value)
+            return sql.fragment("cast(:v as varchar)", v=value)  # MySQL: CAST(... AS CHAR)
+        if self.family == "uuid":
+            return sql.fragment("cast(:v as varchar)", v=value)  # a str, not the driver's UUID object
+        return value
 
 
 def id_sql(store: StoreConfig, data_type: str, octet_length: Any = None) -> IdSql:
@@ -324,23 +350,27 @@ def id_family(data_type: str) -> str:
     return "text"
 
 
-def comparable_ids(store: StoreConfig, left: tuple[str, str], right: tuple[str, str]) -> tuple[str, str]:
-    """Two id columns' SQL (each (expression, data_type)) made comparable with `=` or IN: unchanged
-    when their types are of one family (an index serves the comparison), else both as the id's hex
-    digits in lower case (a uuid's text without hyphens, a binary(16)'s bytes): PostgreSQL has no
-    `uuid = varchar`, and MySQL compares a BINARY(16) with text byte for byte. Ids that are not
-    UUIDs may then compare equal where they differ in case or hyphens only: the guards this serves
-    then keep more, never less."""
+def comparable_ids(store: StoreConfig, left: tuple[exp.Expression, str],
+                   right: tuple[exp.Expression, str]) -> tuple[exp.Expression, exp.Expression]:
+    """Two id columns (each (node, data_type)) made comparable with `=` or IN: unchanged when their
+    types are of one family (an index serves the comparison), else both as the id's hex digits in
+    lower case (a uuid's text without hyphens, a binary(16)'s bytes): PostgreSQL has no `uuid =
+    varchar`, and MySQL compares a BINARY(16) with text byte for byte. Ids that are not UUIDs may
+    then compare equal where they differ in case or hyphens only: the guards this serves then keep
+    more, never less."""
     if id_family(left[1]) == id_family(right[1]):
         return left[0], right[0]
     return _hex_digits(store, *left), _hex_digits(store, *right)
 
 
-def _hex_digits(store: StoreConfig, sql: str, data_type: str) -> str:
-    family = id_family(data_type)
-    if family == "binary":
-        return f"encode({sql}, 'hex')" if isinstance(store, PostgresStore) else f"lower(hex({sql}))"
-    return f"lower(replace(cast({sql} as varchar), '-', ''))"
+def _hex_digits(store: StoreConfig, value: exp.Expression, data_type: str) -> exp.Expression:
+    from eoctl.stores import sql
+
+    if id_family(data_type) == "binary":
+        if isinstance(store, PostgresStore):
+            return sql.call("encode", value, "hex")
+        return sql.call("lower", sql.call("hex", value))
+    return sql.fragment("lower(replace(cast(:v as varchar), '-', ''))", v=value)
 
 
 def sql_literal(value: str) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import DuckDBStore, MySQLStore
 from eoctl.errors import SourceError
-from eoctl.stores.connection import StoreConfig, qualified, quote_ident
+from eoctl.stores.connection import StoreConfig, qualified
 from eoctl.stores.connection import (
     IdSql,
     connect,
@@ -38,17 +38,21 @@ class Db:
         self.mysql = isinstance(store, MySQLStore)
         self._ids: dict[str, dict[str, IdSql]] = {}  # table -> column -> IdSql
 
-    def table(self, name: str) -> str:
-        return qualified(self.store, name)
+    def table(self, name: str, alias: str | None = None) -> exp.Table:
+        """`name` in the store's schema, as a node of stores.sql."""
+        from eoctl.stores import sql
 
-    def execute(self, sql: str | exp.Expression, params: Sequence[Any] = ()) -> list[tuple]:
-        return query(self.conn, self.store, sql, params)
+        return sql.table(self.store.schema_name, name, alias)
 
-    def rowcount(self, sql: str | exp.Expression, params: Sequence[Any] = ()) -> int:
+    def execute(self, sql: str | exp.Expression, params: Sequence[Any] = (), **parts: Any) -> list[tuple]:
+        """Rows of a statement: a tree of stores.sql, or a template with `parts` (stores.sql.statement)."""
+        return query(self.conn, self.store, _tree(sql, parts), params)
+
+    def rowcount(self, sql: str | exp.Expression, params: Sequence[Any] = (), **parts: Any) -> int:
         """Execute a write and return how many rows it touched."""
         from eoctl.stores.sql import compiled
 
-        sql, params = compiled(self.store, sql, params)
+        sql, params = compiled(self.store, _tree(sql, parts), params)
         if self.duckdb:
             return int(self.conn.execute(sql, params).fetchone()[0])
         with self.conn.cursor() as cur:
@@ -97,7 +101,7 @@ class Db:
             create()
             return
         with self.tx():
-            self.execute("select pg_advisory_xact_lock(%s)", [_lock_key(self.table(table))])
+            self.execute("select pg_advisory_xact_lock(%s)", [_lock_key(qualified(self.store, table))])
             if not made():  # another process may have made it meanwhile
                 create()
 
@@ -126,20 +130,29 @@ class Db:
             return present is not None and all(name in present for name, _ in extra)
 
         def create() -> None:
+            from eoctl.stores import sql
+
             present = self.columns(copy)
             if present is None:
-                self.execute(f"create table if not exists {self.table(copy)} as select * from {self.table(source)} "
-                             "where 1 = 0")
+                self.execute("create table if not exists :copy as select * from :source where 1 = 0",
+                             copy=self.table(copy), source=self.table(source))
                 present = cols
             # the extra columns one by one (MySQL's CREATE TABLE AS gives a `cast(null as ...)` column
             # no room for a value), each only if missing: a run killed between these statements
             # (MySQL's DDL commits each) leaves a copy the next run completes
             for name, sql_type in extra:
                 if name not in present:
-                    self.execute(f"alter table {self.table(copy)} add column {quote_ident(name)} {sql_type}")
+                    self.execute(f"alter table :copy add column :name {sql_type}",  # eoctl's own type names
+                                 copy=self.table(copy), name=sql.ident(name))
 
         self.make(copy, made, create)
         return cols
+
+
+def _tree(sql: str | exp.Expression, parts: dict[str, Any]) -> str | exp.Expression:
+    from eoctl.stores.sql import statement
+
+    return statement(sql, **parts) if parts else sql
 
 
 def _lock_key(name: str) -> int:
@@ -161,6 +174,10 @@ def open_db(store: StoreConfig, read_only: bool = False) -> Iterator[Db]:
         yield Db(store, conn)
 
 
-def in_list(values: Sequence[Any]) -> str:
-    """`(%s, %s, ...)` for a batch of values."""
-    return "(" + ", ".join(["%s"] * len(values)) + ")"
+def in_list(values: Sequence[Any]) -> exp.Tuple:
+    """`(%s, %s, ...)` for a batch of values, for `column in :values`."""
+    from sqlglot import exp
+
+    from eoctl.stores.sql import params
+
+    return exp.Tuple(expressions=params(len(values)))

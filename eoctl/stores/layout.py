@@ -30,13 +30,16 @@ on the DuckDB engine, through its own connection with the store's file attached 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config
 from eoctl.errors import Misconfigured, SourceError
 from eoctl.inert import inert
-from eoctl.stores.connection import quote_ident, store_named
+from eoctl.stores.connection import store_named
 from eoctl.stores.connection import StoreConfig, describe
+
+if TYPE_CHECKING:
+    from sqlglot import exp
 
 KINDS = ("tokens", "outbox", "intents")
 #: the canonical column that names the endpoint a row belongs to
@@ -73,18 +76,6 @@ class EndpointTable:
     def keeps_sent(self) -> bool:
         return self.sent_column is not None
 
-    def sent(self, alias: str = "", dialect: str | None = None) -> str:
-        """The SQL condition of a sent row (never NULL), in `dialect` (default: the store's own;
-        the DuckDB engine reads a copy of any store)."""
-        assert self.sent_column is not None
-        return sent_condition((f"{alias}." if alias else "") + quote_ident(self.sent_column), self.sent_values,
-                              dialect or self.store.type)
-
-    def pending(self, alias: str = "", dialect: str | None = None) -> str:
-        """` and not <sent>`: the SQL condition that keeps pending rows (empty for an outbox whose
-        rows are all pending), appended to a WHERE clause."""
-        return f" and not {self.sent(alias, dialect)}" if self.keeps_sent else ""
-
     @property
     def owner_canonical(self) -> str:
         return OWNER[self.kind]
@@ -92,17 +83,40 @@ class EndpointTable:
     def col(self, canonical: str) -> str:
         return self.columns[canonical]
 
-    def q(self, canonical: str) -> str:
-        """The quoted column of a canonical name, for SQL."""
-        return quote_ident(self.columns[canonical])
+    # conditions as nodes of stores.sql (a configured name enters SQL as a quoted identifier, a
+    # value is bound), each with the values its placeholders bind, in their order
 
-    def owned(self, alias: str = "") -> tuple[str, list[Any]]:
-        """(` and <owner column> = %s`, [owner]): the SQL condition that keeps this endpoint's rows
-        (empty when the table is the endpoint's alone). Appended to a WHERE clause."""
+    def c(self, canonical: str, alias: str | None = None) -> exp.Column:
+        """The column of a canonical name (of the table aliased `alias` in the statement)."""
+        from eoctl.stores import sql
+
+        return sql.column(self.columns[canonical], alias)
+
+    def owned_cond(self, alias: str | None = None) -> tuple[exp.Expression | None, list[Any]]:
+        """(`<owner column> = %s`, [owner]): the condition that keeps this endpoint's rows; (None, [])
+        when the table is the endpoint's alone (sql.every leaves it out)."""
         if self.owner_column is None:
-            return "", []
-        prefix = f"{alias}." if alias else ""
-        return f" and {prefix}{quote_ident(self.owner_column)} = %s", [self.owner]
+            return None, []
+        from eoctl.stores import sql
+
+        return sql.fragment(":owner = %s", owner=sql.column(self.owner_column, alias)), [self.owner]
+
+    def sent_cond(self, alias: str | None = None) -> tuple[exp.Expression, list[Any]]:
+        """The condition of a sent row (never NULL; see sent_node), the configured values bound."""
+        assert self.sent_column is not None
+        from eoctl.stores import sql
+
+        return sent_node(sql.column(self.sent_column, alias), self.sent_values, self.store.type)
+
+    def pending_cond(self, alias: str | None = None) -> tuple[exp.Expression | None, list[Any]]:
+        """`not <sent>`: the condition that keeps pending rows; (None, []) for an outbox whose rows are
+        all pending."""
+        if not self.keeps_sent:
+            return None, []
+        sent, values = self.sent_cond(alias)
+        from eoctl.stores import sql
+
+        return sql.fragment("not :sent", sent=sent), values
 
 
 class Disagreement(str):
@@ -152,17 +166,54 @@ def wrong_type(what: str, found: Any, key: str, kind: str, columns: dict[str, st
     return None
 
 
-def sent_condition(column_sql: str, values: tuple[str, ...] | None, dialect: str = "duckdb") -> str:
-    """SQL true for a sent row, never NULL: `column_sql` holds one of `values` (compared as text), or,
-    without values, is set and not false (a flag, a sent-at time, a dispatch id). Values are the
-    configuration's, quoted as SQL literals. On MySQL a BIT(1) flag reads as text as the byte 0 or
-    1 (NServiceBus's `Dispatched bit`): the byte 0 is false too."""
-    text_type = "char" if dialect == "mysql" else "varchar"
+def text_time_columns(kind: str, columns: dict[str, str], types: dict[str, str]) -> list[tuple[str, str]]:
+    """(canonical, column) of each column eoctl reads as a time that the store keeps as text
+    (`types`: column -> information_schema's type, or an engine's): its values are parsed as the
+    engines read them, and one that is no time is a configuration problem (unparsed_time)."""
+    out = []
+    for canonical in TIME_COLUMNS.get(kind, ()):
+        data_type = types.get(columns[canonical], "").lower()
+        if data_type and not any(word in data_type for word in ("time", "date")):
+            out.append((canonical, columns[canonical]))
+    return out
+
+
+#: how much of a value a sentence shows
+_VALUE_SHOWN = 60
+
+
+def unparsed_time(what: str, key: str, canonical: str, column: str, value: Any) -> Disagreement:
+    """The one sentence of a text column eoctl reads as a time holding a value that is no time
+    (every command refuses it with exit 6; doctor fails the row with it)."""
+    text = str(value)
+    shown = inert(text[:_VALUE_SHOWN]) + ("..." if len(text) > _VALUE_SHOWN else "")
+    return Disagreement(f"{what} has column '{inert(column)}' holding '{shown}', which is not a time, but "
+                        f"{key}.columns.{canonical} names it as a time (a timestamp, datetime or date column, "
+                        "or text holding ISO times)")
+
+
+def endpoint_unparsed_time(t: EndpointTable, canonical: str, value: Any) -> Misconfigured:
+    """unparsed_time of an endpoint's table, as the error every command stops with (exit 6)."""
+    what = f"table {t.table} ({describe(t.store)}, schema {t.store.schema_name})"
+    return Misconfigured(unparsed_time(what, f"endpoints.{t.endpoint}.{t.kind}", canonical, t.col(canonical), value))
+
+
+def sent_node(column: exp.Expression, values: tuple[str, ...] | None, dialect: str = "duckdb"
+              ) -> tuple[exp.Expression, list[Any]]:
+    """SQL true for a sent row, never NULL, as a node of stores.sql, and the values it binds (the configuration's `values`,
+    in order): `column` holds one of them as text, or, without values, is set and not false. (`not
+    (x in ...)`, never `x not in`: sqlglot writes that `NOT x IN`, which MySQL's HIGH_NOT_PRECEDENCE
+    reads as `(NOT x) IN`.)"""
+    from sqlglot import exp
+
+    from eoctl.stores import sql
+
     if values is None:
-        falses = "'false', '0', char(0)" if dialect == "mysql" else "'false', '0'"
-        return f"({column_sql} is not null and cast({column_sql} as {text_type}) not in ({falses}))"
-    listed = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
-    return f"({column_sql} is not null and cast({column_sql} as {text_type}) in ({listed}))"
+        falses = [sql.literal("false"), sql.literal("0")] + ([sql.call("char", sql.literal(0))] if dialect == "mysql" else [])
+        return sql.fragment("(:c is not null and not (cast(:c as varchar) in :falses))", c=column,
+                            falses=exp.Tuple(expressions=falses)), []
+    return sql.fragment("(:c is not null and cast(:c as varchar) in :listed)", c=column,
+                        listed=exp.Tuple(expressions=sql.params(len(values)))), list(values)
 
 
 #: how many of the names a misnamed endpoint's table holds are named (most rows first)
@@ -207,21 +258,24 @@ def owner_census(conn: Any, store: StoreConfig, table: str, column: str, names: 
     query per name (the endpoint's rows are usually found at once); the count only when one is
     absent. `catalog`: the name a DuckDB store's file is attached as on `conn`."""
     from eoctl.config.model import DuckDBStore
-    from eoctl.stores.connection import DRIVER_MODULES, qualified
+    from eoctl.stores import sql
+    from eoctl.stores.connection import DRIVER_MODULES
     from eoctl.stores.connection import query as run_query
 
-    source = (quote_ident(catalog) + "." if catalog else "") + qualified(store, table)
-    col = quote_ident(column)
+    source = sql.table(store.schema_name, table)
+    if catalog:
+        source.set("catalog", sql.ident(catalog))
+    col = sql.column(column)
 
-    def query(sql: str, params: list[Any]) -> list[tuple]:
-        return run_query(conn, store, sql, params)
+    def query(template: str, params: list[Any], **parts: Any) -> list[tuple]:
+        return run_query(conn, store, sql.statement(template, t=source, c=col, **parts), params)
 
     try:
-        absent = {n for n in names if not query(f"select 1 from {source} where {col} = %s limit 1", [n])}
+        absent = {n for n in names if not query("select 1 from :t where :c = %s limit 1", [n])}
         if not absent:
             return absent, []
-        rows = query(f"select cast({col} as varchar) as name, count(*) as n from {source} where {col} is not null "
-                     f"group by 1 order by 2 desc, 1 limit {NAMES_SHOWN + len(names)}", [])
+        rows = query("select cast(:c as varchar) as name, count(*) as n from :t where :c is not null "
+                     "group by 1 order by 2 desc, 1 limit :shown", [], shown=sql.literal(NAMES_SHOWN + len(names)))
     except Exception as exc:
         if not type(exc).__module__.startswith(DRIVER_MODULES):
             raise

@@ -11,7 +11,7 @@ from typing import Any
 
 from eoctl.config.model import DuckDBStore, MySQLStore, PostgresStore
 from eoctl.errors import SourceError
-from eoctl.stores.connection import backticked, describe, id_sql, qualified, quote_ident, sql_literal
+from eoctl.stores.connection import describe, id_sql, sql_literal
 
 # DuckDB types Spark reads from Parquet as they are; others are written as ones it reads.
 _DUCKDB_SPARK_NATIVE = {
@@ -92,11 +92,17 @@ def copy_duckdb_table(conn, store: DuckDBStore, table: str, into: Callable[[str]
     ).fetchall()
     if not cols:
         raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
+    from eoctl.stores import sql
+
     exprs = _copied_columns(cols, lambda t: t in _DUCKDB_SPARK_NATIVE or t.startswith("DECIMAL"),
-                            {"TIMESTAMP": sql_utc_instant("{col}")}, "cast({col} as varchar)")
-    source = f"{quote_ident(catalog)}.{qualified(store, table)}" if catalog else qualified(store, table)
+                            {"TIMESTAMP": lambda c: sql.fragment(sql_utc_instant(":c"), c=c)},
+                            lambda c: sql.fragment("cast(:c as varchar)", c=c))
+    source = sql.table(store.schema_name, table)
+    if catalog:
+        source.set("catalog", sql.ident(catalog))
+    select = sql.statement("select :cols from :t", cols=exprs, t=source).sql(dialect="duckdb")
     try:
-        conn.execute(into(f"select {', '.join(exprs)} from {source}"))
+        conn.execute(into(select))
     except Exception as exc:  # duckdb.Error: a damaged file shows here, not at the open
         raise SourceError(f"table {table} in {describe(store)} cannot be read: "
                           f"{str(exc).strip().splitlines()[0][:300]}") from None
@@ -130,12 +136,17 @@ def postgres_snapshot(store: PostgresStore, table: str) -> str:
         cols = cur.fetchall()
     if not cols:
         raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
-    exprs = _copied_columns(cols, _POSTGRES_NATIVE.__contains__, {"numeric": "{col}::double precision"},
-                            "{col}::text")
+    from eoctl.stores import sql
+
+    exprs = _copied_columns(cols, _POSTGRES_NATIVE.__contains__,
+                            {"numeric": lambda c: sql.fragment("cast(:c as double precision)", c=c)},
+                            lambda c: sql.fragment("cast(:c as text)", c=c))
+    # ADBC's session, not eoctl's: no bound values, so a `%` in a name is a `%`
+    select = sql.statement("select :cols from :t", cols=exprs, t=sql.table(store.schema_name, table)).sql(dialect="postgres")
     target = subdir("postgres") / _copy_name(store.schema_name, table)
     try:
         with pg.connect(_postgres_uri(store)) as conn, conn.cursor() as cur:
-            cur.execute(f"select {', '.join(exprs)} from {qualified(store, table)}")
+            cur.execute(select)
             reader = cur.fetch_record_batch()
             with pq.ParquetWriter(str(target), reader.schema, compression="zstd") as writer:
                 for batch in reader:
@@ -170,8 +181,17 @@ _MYSQL_NATIVE = {
     "tinyint", "smallint", "mediumint", "int", "bigint", "float", "double", "char", "varchar", "tinytext", "text",
     "mediumtext", "longtext", "json", "date", "datetime",
 }
-_MYSQL_SPECIAL = {"bit": "cast({col} as unsigned)", "decimal": "cast({col} as double)",
-                  "timestamp": "convert_tz({col}, @@session.time_zone, '+00:00')"}
+def _mysql_special(store: MySQLStore) -> dict[str, Callable[[Any], Any]]:
+    """Type -> the copy's expression of a column of it (a node of stores.sql)."""
+    from sqlglot import exp
+
+    from eoctl.stores import sql
+
+    session_zone = exp.SessionParameter(this=exp.Var(this="time_zone"), kind="session")
+    return {"bit": lambda c: exp.cast(c, exp.DataType(this=exp.DataType.Type.UBIGINT)),  # CAST(... AS UNSIGNED)
+            "decimal": lambda c: sql.fragment("cast(:c as double precision)", c=c),
+            "timestamp": lambda c: sql.call("convert_tz", c, session_zone, "+00:00"),
+            _UUID_BYTES: id_sql(store, "binary", 16).text}
 
 
 #: a MySQL BINARY(16): a UUID's bytes (UUID_TO_BIN's), copied as the UUID's text
@@ -196,9 +216,13 @@ def mysql_uuid_select(store: MySQLStore, table: str) -> str | None:
     kinds = [(c, mysql_copied_type(store, t, n)) for c, t, n in cols]
     if not any(k == _UUID_BYTES for _c, k in kinds):
         return None
-    uuid_text = id_sql(store, "binary", 16).text("{col}")
-    return ", ".join(f"{uuid_text.format(col=backticked(c))} as {backticked(c)}" if k == _UUID_BYTES else backticked(c)
-                     for c, k in kinds)
+    from eoctl.stores import sql
+
+    uuid_text = id_sql(store, "binary", 16).text
+    items = [sql.fragment(":v as :c", v=uuid_text(sql.column(c)), c=sql.ident(c)) if k == _UUID_BYTES else sql.column(c)
+             for c, k in kinds]
+    # Spark's own session keeps the server's sql_mode: sqlglot's MySQL names in backquotes
+    return ", ".join(item.sql(dialect="mysql") for item in items)
 
 
 def mysql_snapshot(store: MySQLStore, table: str) -> str:
@@ -219,11 +243,12 @@ def mysql_snapshot(store: MySQLStore, table: str) -> str:
                      [store.database, table])
     if not cols:
         raise SourceError(f"table {table} does not exist in {describe(store)} (schema {store.schema_name})")
-    # connectorx's own session keeps the server's sql_mode: identifiers in backticks here
+    from eoctl.stores import sql as build
+
+    # connectorx's own session keeps the server's sql_mode: sqlglot's MySQL names in backquotes
     exprs = _copied_columns([(c, mysql_copied_type(store, t, n)) for c, t, n in cols], _MYSQL_NATIVE.__contains__,
-                            {**_MYSQL_SPECIAL, _UUID_BYTES: id_sql(store, "binary", 16).text("{col}")},
-                            "cast({col} as char)", backticked)
-    sql = f"select {', '.join(exprs)} from {backticked(store.database)}.{backticked(table)}"
+                            _mysql_special(store), lambda c: build.fragment("cast(:c as varchar)", c=c))
+    sql = build.statement("select :cols from :t", cols=exprs, t=build.table(store.database, table)).sql(dialect="mysql")
     target = subdir("mysql") / _copy_name(store.database, table)
     try:
         reader = connectorx.read_sql(_mysql_uri(store), sql, return_type="arrow_stream", batch_size=65_536)
@@ -247,19 +272,23 @@ def _mysql_uri(store: MySQLStore) -> str:
     return f"mysql://{auth}@{quote(store.host, safe='')}:{store.port}/{quote(store.database, safe='')}"
 
 
-def _copied_columns(cols: list[tuple[str, str]], native, special: dict[str, str], as_text: str,
-                    quote: Callable[[str], str] = quote_ident) -> list[str]:
-    """The select list of a table's copy: a column of a `native` type as it is, a `special` type
-    through its expression, any other as text (`as_text`); each keeps its name (`quote`d)."""
-    out = []
+def _copied_columns(cols: list[tuple[str, str]], native, special: dict[str, Callable[[Any], Any]],
+                    as_text: Callable[[Any], Any]) -> list[Any]:
+    """The select list of a table's copy (nodes of stores.sql): a column of a `native` type as it
+    is, a `special` type through its expression, any other as text (`as_text`); each keeps its name."""
+    from sqlglot import exp
+
+    from eoctl.stores import sql
+
+    out: list[Any] = []
     for name, dtype in cols:
-        col = quote(name)
+        col = sql.column(name)
         if dtype in special:
-            out.append(f"{special[dtype].format(col=col)} as {col}")
+            out.append(exp.alias_(special[dtype](col), sql.ident(name)))
         elif native(dtype):
             out.append(col)
         else:
-            out.append(f"{as_text.format(col=col)} as {col}")
+            out.append(exp.alias_(as_text(col), sql.ident(name)))
     return out
 
 

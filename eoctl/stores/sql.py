@@ -152,6 +152,11 @@ class EoctlMySQL(MySQL):
                 return "DATETIME(6)"
             return super().datatype_sql(expression)
 
+        def not_sql(self, expression: exp.Not) -> str:
+            # `NOT (x IN (...))`: a server in HIGH_NOT_PRECEDENCE mode reads `NOT x IN` as `(NOT x) IN`
+            inner = expression.this
+            return f"NOT {self.sql(inner) if isinstance(inner, exp.Paren) else '(' + self.sql(inner) + ')'}"
+
         def cast_sql(self, expression: exp.Cast, safe_prefix: str | None = None) -> str:
             if expression.to.is_type(exp.DataType.Type.TIMESTAMPTZ):
                 return f"CAST({self.sql(expression, 'this')} AS DATETIME(6))"
@@ -180,16 +185,15 @@ def render(store: Any, tree: exp.Expression) -> str:
         for lock in list(tree.find_all(exp.Lock)):
             lock.pop()
     target = _DIALECTS[dialect]
-    positional = [o for o in tree.find_all(exp.Ordered) if isinstance(o.this, exp.Literal)]
-    if positional:
-        # where NULLs sort in `order by 2, 1` differs between stores and cannot be spelled
-        # without names; eoctl's positional orders only make listings stable
+    if any(tree.find_all(exp.Ordered)):
+        # NULLs sort where the store puts them: eoctl's orders make listings stable and pages follow
+        # a key (`key > %s`, never NULL), and a CASE spelling PostgreSQL's order on MySQL would keep
+        # an index from serving the order (and `order by 2, 1` has no such spelling)
         tree = tree.copy()
         for ordered in tree.find_all(exp.Ordered):
-            if isinstance(ordered.this, exp.Literal):
-                desc = bool(ordered.args.get("desc"))
-                ordered.set("nulls_first", {"nulls_are_small": not desc, "nulls_are_large": desc}
-                            .get(target.NULL_ORDERING, False))
+            desc = bool(ordered.args.get("desc"))
+            ordered.set("nulls_first", {"nulls_are_small": not desc, "nulls_are_large": desc}
+                        .get(target.NULL_ORDERING, False))
     return tree.sql(dialect=target, unsupported_level=ErrorLevel.RAISE)
 
 

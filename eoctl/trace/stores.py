@@ -7,25 +7,41 @@ import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config
-from eoctl.stores.connection import connection_key, quote_ident
+from eoctl.stores import sql
+from eoctl.stores.connection import connection_key
 from eoctl.stores.db import Db, in_list, open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
 from eoctl.trace.model import Entry, Intent, TokenRow, utc
 
+if TYPE_CHECKING:
+    from sqlglot import exp
 
-def _any_in(*conditions: tuple[str, set[str]]) -> tuple[list[str], list[str]]:
-    """SQL conditions `column in (...)` (compared as text) for the non-empty value sets, and their
+
+def _text(column: str) -> exp.Expression:
+    """`column` (a configured name) read as text."""
+    return sql.fragment("cast(:c as varchar)", c=sql.column(column))
+
+
+def _any_in(*conditions: tuple[str, set[str]]) -> tuple[list[exp.Expression], list[str]]:
+    """Conditions `column in (...)` (compared as text) for the non-empty value sets, and their
     parameters; the caller joins them with `or`."""
-    where: list[str] = []
+    where: list[exp.Expression] = []
     params: list[str] = []
     for column, values in conditions:
         if values:
-            where.append(f"cast({quote_ident(column)} as varchar) in {in_list(sorted(values))}")
+            where.append(sql.fragment(":c in :ids", c=_text(column), ids=in_list(sorted(values))))
             params += sorted(values)
     return where, params
+
+
+def _any(conditions: list[exp.Expression]) -> exp.Expression:
+    """The conditions joined with OR (in parentheses where an AND takes them)."""
+    from sqlglot import exp
+
+    return exp.or_(*conditions)
 
 
 class StoreLookups:
@@ -74,23 +90,22 @@ class StoreLookups:
                 t = self.layout.lookup(name, key)
                 if not isinstance(t, EndpointTable):  # trace reads what there is; doctor names a missing table
                     continue
-                owned, owner = t.owned()
-                owned += t.pending()  # a sent row of an outbox that keeps them is not an entry
+                owned, owner = t.owned_cond()
+                pending, sent = t.pending_cond()  # a sent row of an outbox that keeps them is not an entry
                 db = self._db(t.store)
-                sql, params = build(db.table(t.table), SimpleNamespace(**t.columns))
-                out += [(t, row) for row in db.execute(sql + owned, [*params, *owner])]
+                items, where, params = build(SimpleNamespace(**t.columns))
+                tree = sql.statement("select :items from :t where :cond", items=items, t=db.table(t.table),
+                                     cond=sql.every(_any(where), owned, pending))
+                out += [(t, row) for row in db.execute(tree, [*params, *owner, *sent])]
         return out
 
     def tokens(self, *, message_ids: set[str], token_ids: set[str]) -> list[TokenRow]:
         if not message_ids and not token_ids:
             return []
 
-        def build(table: str, c) -> tuple[str, list]:
-            q = quote_ident
+        def build(c) -> tuple[list[exp.Expression], list[exp.Expression], list]:
             where, params = _any_in((c.message_id, message_ids), (c.token_id, token_ids))
-            return (f"select cast({q(c.token_id)} as varchar), cast({q(c.message_id)} as varchar), "
-                    f"cast({q(c.attempt_id)} as varchar), {q(c.created_at)} from {table} "
-                    f"where ({' or '.join(where)})", params)
+            return [_text(c.token_id), _text(c.message_id), _text(c.attempt_id), sql.column(c.created_at)], where, params
 
         out = []
         for t, (tid, m, a, c) in self._query("tokens", build):
@@ -105,15 +120,13 @@ class StoreLookups:
         if not incoming and not needles:
             return []
 
-        def build(table: str, c) -> tuple[str, list]:
-            q = quote_ident
+        def build(c) -> tuple[list[exp.Expression], list[exp.Expression], list]:
             where, params = _any_in((c.incoming_message_id, incoming))
             for needle in needles:  # outgoing is JSON text: a LIKE narrows, the parse below decides
-                where.append(f"cast({q(c.outgoing)} as varchar) like %s")
+                where.append(sql.fragment(":c like %s", c=_text(c.outgoing)))
                 params.append(f"%{needle}%")
-            return (f"select cast({q(c.incoming_message_id)} as varchar), cast({q(c.incoming_token_id)} as varchar), "
-                    f"cast({q(c.attempt_id)} as varchar), {q(c.tokens_committed_at)}, {q(c.created_at)}, "
-                    f"cast({q(c.outgoing)} as varchar) from {table} where ({' or '.join(where)})", params)
+            return ([_text(c.incoming_message_id), _text(c.incoming_token_id), _text(c.attempt_id),
+                     sql.column(c.tokens_committed_at), sql.column(c.created_at), _text(c.outgoing)], where, params)
 
         out = []
         for table, (m, t, a, committed, created, outgoing_json) in self._query("outbox", build):
@@ -135,12 +148,10 @@ class StoreLookups:
         if not incoming and not refs:
             return []
 
-        def build(table: str, c) -> tuple[str, list]:
-            q = quote_ident
+        def build(c) -> tuple[list[exp.Expression], list[exp.Expression], list]:
             where, params = _any_in((c.incoming_message_id, incoming), (c.ref, refs))
-            return (f"select cast({q(c.intent_id)} as varchar), cast({q(c.incoming_message_id)} as varchar), "
-                    f"cast({q(c.attempt_id)} as varchar), {q(c.kind)}, cast({q(c.ref)} as varchar), "
-                    f"{q(c.created_at)} from {table} where ({' or '.join(where)})", params)
+            return ([_text(c.intent_id), _text(c.incoming_message_id), _text(c.attempt_id), sql.column(c.kind),
+                     _text(c.ref), sql.column(c.created_at)], where, params)
 
         out = []
         for t, (i, m, a, k, r, c) in self._query("intents", build):

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -202,3 +203,80 @@ def test_the_run_log_lists_unfinished_runs(duckdb_config: Config) -> None:
     log.set_status("b", "failed")
     assert log.unfinished("gc-tokens", current="c") == ["b"]
     assert log.get("a") == ("gc-tokens", "finished") and log.get("zzz") is None
+
+
+#: a schema (MariaDB: a database) whose name needs quoting: capitals, a space, a percent sign
+#: (psycopg's and PyMySQL's placeholder character) and, where the server takes one, a double quote
+QUOTED_SCHEMA = {"postgres": 'Ops "Leases" %s', "mariadb": "Ops Leases %s"}
+
+
+@pytest.fixture(params=["postgres", "mariadb"])
+def quoted_control_store(request) -> tuple[Config, Callable[[str, list], list[tuple]]]:
+    """A control store in a schema named as QUOTED_SCHEMA, and a way to query it as its owner."""
+    kind = request.param
+    name = QUOTED_SCHEMA[kind]
+    if kind == "postgres":
+        server = request.getfixturevalue("postgres")
+        quoted = '"' + name.replace('"', '""') + '"'
+        with psycopg.connect(server.conninfo(), autocommit=True) as conn:
+            conn.execute(f"drop schema if exists {quoted} cascade")  # no parameters: `%` is itself
+            conn.execute(f"create schema {quoted}")
+        store = {"type": "postgres", "host": "127.0.0.1", "port": server.port, "database": server.database,
+                 "user": server.user, "password": server.password, "schema": name}
+
+        def ask(sql: str, params: list) -> list[tuple]:
+            with psycopg.connect(server.conninfo(), autocommit=True) as conn:
+                cur = conn.execute(sql.replace("{schema}", quoted.replace("%", "%%")), params)
+                return cur.fetchall() if cur.description else []
+    else:
+        server = request.getfixturevalue("mariadb")
+        quoted = "`" + name + "`"
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"drop database if exists {quoted}")
+            cur.execute(f"create database {quoted}")
+        store = {"type": "mysql", "host": "127.0.0.1", "port": server.port, "database": name,
+                 "user": server.user, "password": server.password}
+
+        def ask(sql: str, params: list) -> list[tuple]:
+            with server.connect() as conn, conn.cursor() as cur:
+                cur.execute(sql.replace("{schema}", quoted.replace("%", "%%")), params)
+                return list(cur.fetchall())
+    config = Config.model_validate({"stores": {"s": store}, "endpoints": {"e": {"store": "s"}},
+                                    "ops": {"lease_ttl_seconds": 60}})
+    return config, ask
+
+
+@pytest.mark.integration
+def test_the_lease_and_run_log_live_in_a_schema_whose_name_needs_quoting(quoted_control_store) -> None:
+    """Every statement of the lease and the run log, on PostgreSQL and MariaDB, in a schema named
+    with capitals, a space, `%s` (and a double quote on PostgreSQL): each name quoted for its
+    dialect, never read as a placeholder."""
+    config, ask = quoted_control_store
+    first = Lease(config, "gc-tokens", "run-1").acquire()
+    with pytest.raises(LeaseHeld, match="gc-tokens is already running: run run-1 on"):
+        Lease(config, "gc-tokens", "run-2").acquire()
+    assert ask("select run_id from {schema}.eoctl_leases where name = %s", ["gc-tokens"]) == [("run-1",)]
+    first.renew()
+    # a holder that stopped renewing past the TTL is taken over; it notices at its next renewal
+    stale = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=61)
+    if config.stores["s"].type == "mysql":  # a DATETIME in UTC (eoctl's sessions), no zone
+        stale = stale.replace(tzinfo=None)
+    ask("update {schema}.eoctl_leases set renewed_at = %s, holder_host = 'elsewhere' where name = %s",
+        [stale, "gc-tokens"])
+    taken = Lease(config, "gc-tokens", "run-2").acquire()
+    with pytest.raises(LeaseHeld, match="was taken over"):
+        first.renew()
+    taken.release()
+    assert ask("select count(*) from {schema}.eoctl_leases", []) == [(0,)]
+
+    log = RunLog(config)
+    for run in ("a", "b", "c"):
+        log.start(run, "gc-tokens")
+    log.start("d", "gc-blobs")
+    log.finish("a", "finished", {"deleted": 1})
+    log.set_status("b", "failed")
+    assert log.unfinished("gc-tokens", current="c") == ["b"]
+    assert log.get("a") == ("gc-tokens", "finished") and log.get("zzz") is None
+    assert [r["id"] for r in log.runs(command="gc-blobs")] == ["d"]
+    assert {r["id"] for r in log.runs()} == {"a", "b", "c", "d"}
+    assert [r["summary"] for r in log.runs(command="gc-tokens") if r["id"] == "a"] == [{"deleted": 1}]

@@ -28,11 +28,17 @@ def test_ids_of_two_families_compare_as_their_hex_digits() -> None:
     pg = PostgresStore(type="postgres", database="d", user="u")
     my = MySQLStore(type="mysql", database="d", user="u")
     assert (id_family("uuid"), id_family("character varying"), id_family("binary")) == ("uuid", "text", "binary")
-    assert comparable_ids(pg, ('"a"', "uuid"), ('"b"', "uuid")) == ('"a"', '"b"')
-    assert comparable_ids(pg, ('"a"', "uuid"), ('"b"', "character varying")) == (
-        "lower(replace(cast(\"a\" as varchar), '-', ''))", "lower(replace(cast(\"b\" as varchar), '-', ''))")
-    assert comparable_ids(my, ('"a"', "binary"), ('"b"', "char"))[0] == 'lower(hex("a"))'
-    assert comparable_ids(pg, ('"a"', "bytea"), ('"b"', "text"))[0] == "encode(\"a\", 'hex')"
+    from eoctl.stores import sql
+
+    def compared(store, left: str, right: str) -> str:
+        mine, theirs = comparable_ids(store, (sql.column("a"), left), (sql.column("b"), right))
+        return sql.render(store, sql.fragment(":mine = :theirs", mine=mine, theirs=theirs))
+
+    assert compared(pg, "uuid", "uuid") == '"a" = "b"'
+    assert compared(pg, "uuid", "character varying") == (
+        "LOWER(REPLACE(CAST(\"a\" AS VARCHAR), '-', '')) = LOWER(REPLACE(CAST(\"b\" AS VARCHAR), '-', ''))")
+    assert compared(my, "binary", "char") == "LOWER(HEX(`a`)) = LOWER(REPLACE(CAST(`b` AS CHAR), '-', ''))"
+    assert compared(pg, "bytea", "text") == "ENCODE(\"a\", 'hex') = LOWER(REPLACE(CAST(\"b\" AS VARCHAR), '-', ''))"
 
 
 @pytest.mark.integration

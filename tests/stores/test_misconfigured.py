@@ -35,6 +35,15 @@ CASES = {
 }
 
 
+def _refusal(chaos, engine: str, expected: str, env: dict[str, str]) -> str:
+    """The one error line of an audit on `engine`, exit 6, holding `expected`."""
+    result = run_eoctl("--config", str(chaos.config_path), "--engine", engine, "audit", "--no-record", env=env)
+    assert result.code == ExitCode.MISCONFIGURED, result.stderr[-2000:]
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("eoctl: error: ") and expected in line and "Traceback" not in result.stderr, line
+    return line
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_disagreement_is_one_line_exit_6_on_both_engines_and_doctor_fails_it(case: str, tmp_path: Path,
                                                                               spark_jars: Path) -> None:
@@ -43,14 +52,8 @@ def test_a_disagreement_is_one_line_exit_6_on_both_engines_and_doctor_fails_it(c
     text = chaos.config_path.read_text()
     text = text + extra if extra else text.replace('key_columns = ["order_id"]', 'key_columns = ["order_no"]')
     chaos.config_path.write_text(text)
-    lines = set()
     env = {"EOCTL_JARS_DIR": str(spark_jars)}
-    for engine in ("duckdb", "spark"):
-        result = run_eoctl("--config", str(chaos.config_path), "--engine", engine, "audit", "--no-record", env=env)
-        assert result.code == ExitCode.MISCONFIGURED, result.stderr[-2000:]
-        line = result.stderr.strip().splitlines()[-1]
-        assert line.startswith("eoctl: error: ") and expected in line and "Traceback" not in result.stderr, line
-        lines.add(line)
+    lines = {_refusal(chaos, engine, expected, env) for engine in ("duckdb", "spark")}
     assert len(lines) == 1
     doctor = run_eoctl("--config", str(chaos.config_path), "--engine", "duckdb", "--format", "json", "doctor")
     assert doctor.code == 1
@@ -58,3 +61,62 @@ def test_a_disagreement_is_one_line_exit_6_on_both_engines_and_doctor_fails_it(c
 
     failed = [r for r in json.loads(doctor.stdout)["checks"] if r["status"] == "fail"]
     assert [r["detail"] for r in failed] == [lines.pop().removeprefix("eoctl: error: ")]
+
+
+def _text_times(chaos, spoiled: str | None) -> None:
+    """billing's outbox with `updated_text`: each row's updated_at as ISO text, one row's `spoiled`
+    instead (None: every value a time), mapped as the outbox's updated_at."""
+    import duckdb
+
+    with duckdb.connect(chaos.store_target) as con:
+        con.execute("alter table billing.eo_outbox add column updated_text varchar")
+        con.execute("update billing.eo_outbox set updated_text = strftime(updated_at at time zone 'UTC', "
+                    "'%Y-%m-%dT%H:%M:%S.%fZ')")
+        if spoiled is not None:
+            con.execute("update billing.eo_outbox set updated_text = ? where incoming_message_id = "
+                        "(select min(incoming_message_id) from billing.eo_outbox)", [spoiled])
+    chaos.config_path.write_text(chaos.config_path.read_text().replace(
+        "[endpoints.billing.input]", '[endpoints.billing.outbox]\ncolumns = { updated_at = "updated_text" }\n\n'
+                                     "[endpoints.billing.input]"))
+
+
+def test_a_text_time_column_holding_no_time_is_one_line_exit_6_on_both_engines_and_doctor_fails_it(
+        tmp_path: Path, spark_jars: Path) -> None:
+    """A text column mapped as a time, one of whose values is no time: named with the value and the
+    key, exit 6 on both engines, doctor's row the same (before: exit 3, DuckDB's Conversion Error on
+    one engine and Spark's CAST_INVALID_INPUT on the other)."""
+    import json
+
+    chaos = recorded_copy(tmp_path)
+    _text_times(chaos, "next tuesday \x1b[31m")
+    expected = ("has column 'updated_text' holding 'next tuesday \\x1b[31m', which is not a time, but "
+                "endpoints.billing.outbox.columns.updated_at names it as a time")
+    env = {"EOCTL_JARS_DIR": str(spark_jars)}
+    lines = {_refusal(chaos, engine, expected, env) for engine in ("duckdb", "spark")}
+    assert len(lines) == 1
+    for engine in ("duckdb", "spark"):
+        doctor = run_eoctl("--config", str(chaos.config_path), "--engine", engine, "--format", "json", "doctor",
+                           env=env)
+        assert doctor.code == 1, doctor.stderr[-2000:]
+        failed = [r for r in json.loads(doctor.stdout)["checks"] if r["status"] == "fail"]
+        assert [r["detail"] for r in failed] == [next(iter(lines)).removeprefix("eoctl: error: ")], engine
+
+
+def test_a_text_time_column_holding_iso_times_is_read_as_times_on_both_engines(tmp_path: Path,
+                                                                               spark_jars: Path) -> None:
+    """The same mapping with every value an ISO time: no refusal, the findings of the typed column."""
+    chaos = recorded_copy(tmp_path)
+    env = {"EOCTL_JARS_DIR": str(spark_jars)}
+    before = run_eoctl("--config", str(chaos.config_path), "--engine", "duckdb", "--format", "json", "audit",
+                       "--no-record", env=env)
+    _text_times(chaos, None)
+    import json
+
+    def found(stdout: str) -> list[tuple]:
+        return sorted((f["code"], f["endpoint"], f["count"]) for f in json.loads(stdout)["findings"])
+
+    for engine in ("duckdb", "spark"):
+        result = run_eoctl("--config", str(chaos.config_path), "--engine", engine, "--format", "json", "audit",
+                           "--no-record", env=env)
+        assert result.code == before.code == 1, result.stderr[-2000:]
+        assert found(result.stdout) == found(before.stdout), engine

@@ -15,52 +15,75 @@ from eoctl.errors import SourceError
 
 if TYPE_CHECKING:
     import duckdb
+    from sqlglot import exp
 
 
 def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[str],
-                      copies: dict[tuple[str, str], str], sent_outbox: bool = False) -> set[tuple[str, str]]:
+                      copies: dict[tuple[str, str], exp.Table], sent_outbox: bool = False) -> set[tuple[str, str]]:
     """Views `tokens`, `outbox`, `intents` (eoctl.expr.inputs.STORE_SCHEMAS, plus `ep`): each
     audited endpoint's rows of its table, read once (of an outbox that keeps sent rows, the pending
     ones; with `sent_outbox`, the sent ones too, as view `outbox_sent`); the (endpoint, kind) pairs
     that exist."""
     import duckdb
+    import sqlglot
+    from sqlglot import exp
 
     from eoctl.expr.inputs import STORE_SCHEMAS
-    from eoctl.stores.layout import KINDS
+    from eoctl.stores import sql
+    from eoctl.stores.layout import KINDS, sent_node
 
     present: set[tuple[str, str]] = set()
     source_types: dict[str, dict[str, str]] = {}
     for view in (*KINDS, "outbox_sent") if sent_outbox else KINDS:
         kind = "outbox" if view == "outbox_sent" else view
         types = {"ep": "VARCHAR", **{c: _SQL_TYPES[t] for c, t in STORE_SCHEMAS[kind].items()}}
-        selects = []
+        selects: list[exp.Query] = []
         for name in endpoints:
             t = layout.table(name, kind)
             if t is None or (view == "outbox_sent" and not t.keeps_sent):
                 continue
             present.add((name, kind))
             source = _snapshot(con, copies, t.store, t.table)
-            if source not in source_types:
-                source_types[source] = dict(row[:2] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall())
-            cols = [f"CAST({repr_sql(name)} AS VARCHAR) AS ep"]
+            key = source.sql(dialect="duckdb")
+            if key not in source_types:
+                described = exp.Describe(this=exp.select("*").from_(source.copy())).sql(dialect="duckdb")
+                source_types[key] = dict(row[:2] for row in con.execute(described).fetchall())
+            # configured names as sqlglot's quoted identifiers, values as its literals (a view binds none)
+            cols: list[exp.Expression] = [exp.alias_(exp.cast(exp.Literal.string(name), "VARCHAR"), "ep")]
             for canonical, sql_type in list(types.items())[1:]:
                 if canonical == t.owner_canonical and t.owner_column is None:
-                    cols.append(f"CAST({repr_sql(t.owner)} AS {sql_type}) AS {ident(canonical)}")
+                    value: exp.Expression = exp.cast(exp.Literal.string(t.owner), sql_type)
                 elif sql_type == "TIMESTAMP":  # a copy keeps an instant: its UTC wall time
                     column = t.col(canonical)
-                    cols.append(f"{sql_utc_wall_time(ident(column), source_types[source].get(column, ''))} "
-                                f"AS {ident(canonical)}")
+                    value = sql.fragment(sql_utc_wall_time(":c", source_types[key].get(column, "")),
+                                         c=sql.column(column))
                 else:
-                    cols.append(f"CAST({ident(t.col(canonical))} AS {sql_type}) AS {ident(canonical)}")
-            where = f" AND {ident(t.owner_column)} = {repr_sql(t.owner)}" if t.owner_column else ""
+                    value = exp.cast(sql.column(t.col(canonical)), sql_type)
+                cols.append(exp.alias_(value, sql.ident(canonical)))
+            owned = (exp.EQ(this=sql.column(t.owner_column), expression=exp.Literal.string(t.owner))
+                     if t.owner_column else None)
+            sent = None
             if t.keeps_sent:
-                where += f" AND {t.sent(dialect='duckdb')}" if view == "outbox_sent" else t.pending(dialect="duckdb")
-            selects.append(f"SELECT {', '.join(cols)} FROM {source} WHERE true{where}")
+                assert t.sent_column is not None
+                sent = _inlined(*sent_node(sql.column(t.sent_column), t.sent_values, "duckdb"))
+                if view != "outbox_sent":
+                    sent = exp.not_(sent)
+            where = sql.every(owned, sent)
+            unparsed = first_unparsed_time(con, kind, t.columns, source, where, source_types[key])
+            if unparsed is not None:
+                from eoctl.stores.layout import endpoint_unparsed_time
+
+                raise endpoint_unparsed_time(t, *unparsed)
+            selects.append(exp.select(*cols).from_(source.copy()).where(where))
         if not selects:
-            selects = [no_rows(types)]
+            selects = [sqlglot.parse_one(no_rows(types), read="duckdb")]
+        union = selects[0]
+        for select in selects[1:]:
+            union = exp.union(union, select, distinct=False)
         try:
             # a view over the run's copies: each check reads only the columns it needs
-            con.execute(f"CREATE OR REPLACE VIEW {view} AS " + " UNION ALL ".join(selects))
+            con.execute(exp.Create(this=exp.to_table(view), kind="VIEW", replace=True, expression=union)
+                        .sql(dialect="duckdb"))
             con.execute(f"SELECT * FROM {view} LIMIT 0").fetchall()  # a column of the wrong type fails here
         except duckdb.Error as exc:  # a column of the wrong type
             if out_of_memory(str(exc)):  # not the tables' fault: main() says so
@@ -69,11 +92,53 @@ def load_store_tables(con: duckdb.DuckDBPyConnection, layout, endpoints: list[st
     return present
 
 
+def first_unparsed_time(con: duckdb.DuckDBPyConnection, kind: str, columns: dict[str, str],
+                        source: exp.Expression | str, where: exp.Expression | None, types: dict[str, str]
+                        ) -> tuple[str, str] | None:
+    """(canonical, value) of the first value of a text column read as a time that is no time
+    (eoctl.stores.layout.unparsed_time) among the rows of `source` (a sqlglot node, or DuckDB SQL
+    of a table such as `read_parquet('...')`) that `where` (a condition; None or "": every row)
+    keeps: one query, only for such columns (a time type needs none). `columns`: canonical -> the
+    column of `source`; `types`: its columns' DuckDB types."""
+    import sqlglot
+    from sqlglot import exp
+
+    from eoctl.stores import sql
+    from eoctl.stores.layout import text_time_columns
+
+    texts = text_time_columns(kind, columns, types)
+    if not texts:
+        return None
+    if isinstance(source, str):
+        source = sqlglot.parse_one(source, read="duckdb", into=exp.Table)
+    bad = [sql.fragment("(:c is not null and try_cast(:c as timestamp) is null)", c=sql.column(c))
+           for _canonical, c in texts]
+    query = (exp.select(*[exp.cast(sql.column(c), "VARCHAR") for _canonical, c in texts], *bad)
+             .from_(source.copy()).where(sql.every(exp.or_(*bad), where or None)).limit(1))
+    row = con.execute(query.sql(dialect="duckdb")).fetchone()
+    if row is None:
+        return None
+    return next((canonical, row[i]) for i, (canonical, _c) in enumerate(texts) if row[len(texts) + i])
+
+
 _SQL_TYPES = {"string": "VARCHAR", "timestamp": "TIMESTAMP", "int64": "BIGINT", "int32": "INTEGER"}
 
 
+def _inlined(node: exp.Expression, values: list[Any]) -> exp.Expression:
+    """`node` with its bound values (stores.sql's placeholders, in order) as literals: a view of
+    the run's database takes no bound value."""
+    from sqlglot import exp
+
+    node = node.copy()
+    holes = [p for p in node.find_all(exp.Placeholder, bfs=False) if not p.this]
+    assert len(holes) == len(values)
+    for hole, value in zip(holes, values):
+        hole.replace(exp.Literal.string(str(value)))
+    return node
+
+
 def copy_stores_ahead(con: duckdb.DuckDBPyConnection, config: Config, endpoints: list[str],
-                      copies: dict[tuple[str, str], str], stopping, layout=None) -> None:
+                      copies: dict[tuple[str, str], exp.Table], stopping, layout=None) -> None:
     """The DuckDB stores' tables of `endpoints` copied into `copies` (_snapshot's cache), and
     looked up for `layout` (the run's StoreLayout: its lookups then open no store of their own,
     0.02 s), as a Background job while the main thread imports and compiles (a 1M-token gc plan:
@@ -103,15 +168,18 @@ def copy_stores_ahead(con: duckdb.DuckDBPyConnection, config: Config, endpoints:
         return
 
 
-def _snapshot(con: duckdb.DuckDBPyConnection, copies: dict[tuple[str, str], str], store, table: str,
-              wait: bool = True) -> str:
-    """The source (SQL) of a copy of a store table, made once per run (`copies`): a DuckDB store's
+def _snapshot(con: duckdb.DuckDBPyConnection, copies: dict[tuple[str, str], exp.Table], store, table: str,
+              wait: bool = True) -> exp.Table:
+    """The source (a sqlglot node) of a copy of a store table, made once per run (`copies`): a DuckDB store's
     table copied into a temporary table of the run's database through a read-only ATTACH held
     for that one statement (as the Spark engine's Parquet snapshot holds it, without writing and
     reading Parquet: 0.13 s against 0.39 s for 1M tokens); a PostgreSQL or MySQL table read in one
     streamed query into Parquet (eoctl.stores.snapshots). A table several endpoints share is read once.
     `wait`: wait for a DuckDB store another process holds (else a SourceError at once)."""
+    from sqlglot import exp
+
     from eoctl.config.model import DuckDBStore, MySQLStore
+    from eoctl.stores import sql
     from eoctl.stores.connection import describe
     from eoctl.stores.snapshots import mysql_snapshot, postgres_snapshot
 
@@ -120,10 +188,10 @@ def _snapshot(con: duckdb.DuckDBPyConnection, copies: dict[tuple[str, str], str]
         if isinstance(store, DuckDBStore):
             name = f"store_copy_{len(copies)}"
             _copy_from_duckdb_store(con, store, table, name, wait)
-            copies[key] = ident(name)
+            copies[key] = sql.table(None, name)
         else:
             snapshot = mysql_snapshot if isinstance(store, MySQLStore) else postgres_snapshot
-            copies[key] = f"read_parquet({repr_sql(snapshot(store, table))})"
+            copies[key] = exp.Table(this=sql.call("read_parquet", str(snapshot(store, table))))
     return copies[key]
 
 
@@ -138,7 +206,7 @@ def _copy_from_duckdb_store(con: duckdb.DuckDBPyConnection, store, table: str, n
 
 
 def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, view: str,
-              copies: dict[tuple[str, str], str], check_columns: bool = True):
+              copies: dict[tuple[str, str], exp.Table], check_columns: bool = True):
     """Make `view` the sink's rows; its Ibis schema. `check_columns`: a configured column the sink
     lacks is a SourceError naming the columns there are."""
     import duckdb
@@ -150,7 +218,7 @@ def read_sink(con: duckdb.DuckDBPyConnection, config: Config, sink: SinkConfig, 
 
     if sink.path is None:
         assert sink.store is not None and sink.table is not None
-        source = _snapshot(con, copies, store_named(config, sink.store), sink.table)
+        source = _snapshot(con, copies, store_named(config, sink.store), sink.table).sql(dialect="duckdb")
     elif sink.format == "orc":
         import pyarrow.dataset as ds
 

@@ -325,10 +325,34 @@ def _store_views(stores: SparkStores, endpoints: list[str], sent_outbox: bool = 
         for name in endpoints:
             df = stores.table(name, view)
             if df is not None:
+                unparsed = first_unparsed_time(df, kind, {c: c for c in STORE_SCHEMAS[kind]})
+                if unparsed is not None:
+                    from eoctl.stores.layout import endpoint_unparsed_time
+
+                    raise endpoint_unparsed_time(stores.layout.table(name, kind), *unparsed)
                 present.add((name, kind))
                 frames.append(_typed(df, STORE_SCHEMAS[kind], ep=name))
         (_union(frames) if frames else _empty(stores.spark, schema)).createOrReplaceTempView(view)
     return present
+
+
+def first_unparsed_time(df: DataFrame, kind: str, columns: dict[str, str]) -> tuple[str, str] | None:
+    """(canonical, value) of the first value of a text column read as a time that is no time
+    (eoctl.stores.layout.unparsed_time), as the DuckDB engine finds it (its first_unparsed_time):
+    one job reading one row, only for such columns. `columns`: canonical -> the column of `df`."""
+    from pyspark.sql import functions as F
+
+    from eoctl.stores.layout import text_time_columns
+
+    texts = text_time_columns(kind, columns, {f.name: f.dataType.simpleString() for f in df.schema.fields})
+    if not texts:
+        return None
+    bad = [F.col(f"`{c}`").isNotNull() & F.col(f"`{c}`").try_cast("timestamp").isNull() for _canonical, c in texts]
+    found = df.where(reduce(lambda a, b: a | b, bad)).select(
+        *[F.col(f"`{c}`").cast("string") for _canonical, c in texts], *bad).first()
+    if found is None:
+        return None
+    return next((canonical, found[i]) for i, (canonical, _c) in enumerate(texts) if found[len(texts) + i])
 
 
 def _sink_views(stores: SparkStores, endpoints, scope: Scope) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from eoctl.config.model import Config, DuckDBStore, MySQLStore, PostgresStore, SinkConfig, TableSource
 from eoctl.errors import SourceError
 from eoctl.expr.blobs import prefix_path
-from eoctl.stores.connection import backticked, describe, quote_ident, store_named
+from eoctl.stores.connection import describe, store_named
 from eoctl.stores.layout import EndpointTable, StoreLayout
 from eoctl.stores.snapshots import duckdb_snapshot
 
@@ -72,24 +72,33 @@ def read_store_table(
 
     if isinstance(store, DuckDBStore):
         return spark.read.parquet(duckdb_snapshot(store, table))
+    import sqlglot
+    from sqlglot import exp
+
+    from eoctl.stores import sql
+
     opts = jdbc_options(store)
-    # Spark's own statements on MySQL keep the server's sql_mode: names in backquotes there
-    quote = backticked if isinstance(store, MySQLStore) else quote_ident
-    name = f"{quote(store.schema_name)}.{quote(table)}"
+    # Spark's own statements on MySQL keep the server's sql_mode: sqlglot's plain MySQL, names in
+    # backquotes there (no bound value: a `%` is a `%`)
+    dialect = "mysql" if isinstance(store, MySQLStore) else "postgres"
+    source: exp.Expression = sql.table(store.schema_name, table)
     if isinstance(store, MySQLStore):  # a BINARY(16) id read as its UUID's text, as the DuckDB engine's copy reads it
         from eoctl.stores.snapshots import mysql_uuid_select
 
         select = mysql_uuid_select(store, table)
-        if select is not None:
-            name = f"(select {select} from {name}) as eoctl_read"
+        if select is not None:  # the select list as sqlglot wrote it, read back as nodes
+            items = sqlglot.parse_one("select " + select, read="mysql").expressions
+            source = exp.select(*items).from_(source).subquery("eoctl_read")
+    name = source.sql(dialect=dialect)
     try:
         if partition_column is None:
             return spark.read.format("jdbc").options(**opts).option("dbtable", name).load()
-        col = quote(partition_column)
+        bounds_sql = sql.statement("select min(:c) as lo, max(:c) as hi from :t", c=sql.column(partition_column),
+                                   t=source).sql(dialect=dialect)
         bounds = (
             spark.read.format("jdbc")
             .options(**opts)
-            .option("query", f"select min({col}) as lo, max({col}) as hi from {name}")
+            .option("query", bounds_sql)
             .load()
             .first()
         )
@@ -116,7 +125,7 @@ def read_endpoint_table(spark: SparkSession, t: EndpointTable, sent: bool = Fals
     """An endpoint's rows of its tokens/outbox/intents table (the owner filter is pushed down to
     the store), with canonical column names; a table without an owner column gives the endpoint's
     name in the store as that column. Of an outbox that keeps sent rows: the pending rows, or with
-    `sent` the sent ones (the condition of eoctl.stores.layout.sent_condition)."""
+    `sent` the sent ones (the condition of eoctl.stores.layout.sent_node)."""
     from pyspark.sql import functions as F
 
     df = read_store_table(spark, t.store, t.table)
