@@ -110,6 +110,8 @@ class Scope:
     kept_effects: bool = False
     #: the engine kept pending_outgoing_rows as a table (eoctl.expr.outbox.PENDING_OUTGOING)
     kept_pending: bool = False
+    #: the engine read the largest pending entries' messages into STREAMED_OUTGOING (eoctl.expr.outbox)
+    streamed_outgoing: bool = False
 
     @property
     def selected(self) -> list[str]:

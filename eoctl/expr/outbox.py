@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 PENDING_OUTGOING = "pending_outgoing"
 #: a pending entry holding more outgoing messages than this is named in the run's notes
 LARGE_ENTRY = 100_000
+#: a pending entry whose `outgoing` text is longer than this (characters; about 4,500 messages) is
+#: read by the engine's streaming JSON reader where it has one (EngineRun.stream_outgoing), into:
+STREAMED_OUTGOING = "pending_outgoing_streamed"
+STREAMED_ENTRY = 1_000_000
 
 
 def pending_outgoing(scope: Scope, dialect: Dialect) -> ir.Table:
@@ -49,9 +53,13 @@ def pending_outgoing_rows(scope: Scope, dialect: Dialect) -> ir.Table:
     producer, seq, blob_refs."""
     headers = scope.config.protocol.headers
     outbox = store_table("outbox")
+    if scope.streamed_outgoing:  # the largest entries' messages are in STREAMED_OUTGOING
+        outbox = outbox.filter(outbox.outgoing.length() <= STREAMED_ENTRY)
     m = outbox.select(
         sender=outbox.ep, incoming_message_id=outbox.incoming_message_id, entry_attempt_id=outbox.attempt_id,
         m=outgoing_messages(outbox.outgoing, dialect).unnest())
+    if scope.streamed_outgoing:
+        m = m.union(ibis.table(m.schema(), name=STREAMED_OUTGOING))
     m = m.filter(m.m.notnull())
     return m.select(
         "sender", "incoming_message_id", "entry_attempt_id",

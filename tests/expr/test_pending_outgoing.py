@@ -60,3 +60,36 @@ def test_the_kept_messages_give_the_findings_of_each_check_parsing_them(tmp_path
     parsed_by_each = audit()
     assert canonical(kept) == canonical(parsed_by_each)
     assert not [n for n in parsed_by_each.notes if "pending outbox entry" in n]
+
+
+def test_an_entry_above_the_streamed_size_gives_the_findings_of_the_cast(tmp_path: Path, monkeypatch) -> None:
+    """An entry longer than STREAMED_ENTRY is read by DuckDB's streaming JSON reader (a file of the
+    run's scratch folder; 100x faster than the cast at a million messages, and interruptible), one
+    that is no list of messages gives none, as the cast gives it: the findings are those of every
+    entry cast in SQL."""
+    from eoctl.expr import outbox
+
+    chaos = recorded_copy(tmp_path)
+    _batch_entry(chaos.store_target, 300)
+    with duckdb.connect(chaos.store_target) as db:  # a large entry that is no list of messages
+        at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2)
+        db.execute("insert into billing.eo_outbox values ('billing', ?, ?, ?, ?, null, ?, ?, 1)",
+                   [str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4()),
+                    json.dumps({"not": "a list", "pad": "x" * 5000}), at, at])
+    codes, options = select_codes(None, None), settled()
+    cast = audit_duckdb(chaos.config, options, codes)
+    monkeypatch.setattr(outbox, "STREAMED_ENTRY", 1_000)  # both large entries streamed, the sample's cast
+    read = []
+    from eoctl.engine.duckdb import outgoing
+
+    real = outgoing.stream_outgoing
+
+    def counted(con, view, above):
+        real(con, view, above)
+        read.append(con.execute(f"select count(*) from {view}").fetchone()[0])
+
+    monkeypatch.setattr(outgoing, "stream_outgoing", counted)
+    streamed = audit_duckdb(chaos.config, options, codes)
+    assert read and read[0] == 300  # the batch's messages came through the reader, the other entry's none
+    assert canonical(streamed) == canonical(cast)
+    assert "EO301" in {f.code for f in streamed.findings}

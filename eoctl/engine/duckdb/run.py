@@ -180,6 +180,12 @@ class DuckDBRun:
     def keep(self, name: str, sql: str) -> None:
         keep_table(self._settled(), name, sql)
 
+    def stream_outgoing(self, view: str, above: int) -> bool:
+        from eoctl.engine.duckdb.outgoing import stream_outgoing
+
+        stream_outgoing(self._settled(), view, above)
+        return True
+
     def view(self, name: str, sql: str) -> None:
         self._settled().execute(f"CREATE OR REPLACE TEMP VIEW {ident(name)} AS {sql}")
 
@@ -323,6 +329,9 @@ class RowsRun:
 
     def keep(self, name: str, sql: str) -> None:
         keep_table(self.con, name, sql)
+
+    def stream_outgoing(self, view: str, above: int) -> bool:
+        return False  # a handful of rows
 
     def view(self, name: str, sql: str) -> None:
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(name)} AS {sql}")

@@ -1,11 +1,13 @@
-"""replay-outbox on stores whose configured names need quoting, on PostgreSQL and MariaDB, over the
-real broker: the recorded chaos sample's tokens, outbox and intents in one set of shared tables of a
+"""Every command that changes things on stores whose configured names need quoting, on PostgreSQL
+and MariaDB. replay-outbox over the real broker: the recorded chaos sample's tokens, outbox and intents in one set of shared tables of a
 schema named `Eo Store`, the tables and every column renamed (mixed case, spaces, reserved words,
 a `%s`, a double quote) and mapped in the configuration. `eoctl replay-outbox --execute` finishes
 every stuck entry (tokens and intents made where none were committed, each message sent with its
 token id, the incoming token removed, the entry deleted or, in an outbox that keeps sent rows,
-marked sent) and a second run finds nothing. Before: names were pasted into f-string SQL; every
-name now enters as a quoted identifier and every value is bound."""
+marked sent) and a second run finds nothing. gc-tokens, gc-blobs and gc-outbox collect the sample's
+garbage and sent rows past the retention, a second run changes nothing, and --restore puts every
+table back as it was. Before: names were pasted into f-string SQL; every name now enters as a
+quoted identifier and every value is bound."""
 
 from __future__ import annotations
 
@@ -113,8 +115,10 @@ def _load(target: Target, chaos, keeps_sent: bool) -> None:
                            f"values ({marks})", values)
 
 
-def _config(target: Target, folder: Path, bootstrap: str, topics: dict[str, str], keeps_sent: bool) -> Path:
-    """eoctl.toml mapping every table and column of TABLES; the inputs read this run's topics."""
+def _config(target: Target, folder: Path, bootstrap: str | None, topics: dict[str, str] | None,
+            keeps_sent: bool) -> Path:
+    """eoctl.toml mapping every table and column of TABLES; the inputs read this run's topics, or
+    without `topics` the sample's archives (and billing's blobs: `folder` is the sample's copy)."""
     s = json.dumps  # a TOML basic string
     server = target.server
     if target.kind == "mariadb":
@@ -123,19 +127,23 @@ def _config(target: Target, folder: Path, bootstrap: str, topics: dict[str, str]
     else:
         store = (f'type = "postgres"\nport = {server.port}\ndatabase = "{target.database}"\nuser = "{server.user}"\n'
                  f'password = "${{EOCTL_TEST_PASSWORD}}"\nschema = {s(SCHEMA)}\n')
-    out = [f'[kafka.main]\nbootstrap_servers = "{bootstrap}"\n', f"[stores.shared]\n{store}"]
-    inputs = {"billing": topics["orders"], "shipping": topics["invoices"]}
+    out = [f'[kafka.main]\nbootstrap_servers = "{bootstrap}"\n' if topics else "", f"[stores.shared]\n{store}"]
+    inputs = {"billing": "orders", "shipping": "invoices"}
     for ep in ENDPOINTS:
-        out.append(f'[endpoints.{ep}]\nstore = "shared"\n')
+        out.append(f'[endpoints.{ep}]\nstore = "shared"\n' + ('blobs = "blobs/billing"\n' if ep == "billing" and not topics
+                                                              else ""))
         for sample, (name, columns) in TABLES.items():
             key = f"endpoints.{ep}.{sample.removeprefix('eo_')}"
             extra = ""
             if sample == "eo_outbox" and keeps_sent:
-                extra = f"sent_column = {s(SENT_COLUMN)}\nsent_values = {s(SENT_VALUES)}\n"
+                extra = f"sent_column = {s(SENT_COLUMN)}\nsent_values = {s(SENT_VALUES)}\nretention = \"7d\"\n"
             out.append(f"[{key}]\ntable = {s(name)}\n{extra}\n[{key}.columns]\n"
                        + "".join(f"{canonical} = {s(col)}\n" for canonical, col in columns.items()))
-        if ep in inputs:
-            out.append(f'[endpoints.{ep}.input]\ntopics = [{s(inputs[ep])}]\nkafka = "main"\ngroup = "quoted-{ep}"\n')
+        if ep in inputs and topics:
+            out.append(f'[endpoints.{ep}.input]\ntopics = [{s(topics[inputs[ep]])}]\nkafka = "main"\n'
+                       f'group = "quoted-{ep}"\n')
+        elif ep in inputs:
+            out.append(f'[endpoints.{ep}.input]\ntopics = [{s(inputs[ep])}]\narchive = "topics/{inputs[ep]}"\n')
     path = folder / "eoctl-quoted.toml"
     path.write_text("\n".join(out))
     return path
@@ -223,5 +231,58 @@ def test_replay_finishes_every_stuck_entry_with_names_that_need_quoting(kafka, r
         assert again.code == 0, again.stdout[-3000:] + again.stderr[-3000:]
         assert json.loads(again.stdout)["entries"] == []
         assert dict(target.run(outbox_rows)) == dict(left)
+    finally:
+        target.close()
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mariadb"])
+def test_gc_collects_and_restores_with_names_that_need_quoting(request, tmp_path: Path, kind: str) -> None:
+    server = request.getfixturevalue(kind)
+    chaos = recorded_copy(tmp_path)
+    target = Target(kind, server)
+    try:
+        _load(target, chaos, keeps_sent=True)
+        out_box, o = TABLES["eo_outbox"]
+        q, t = target.q, target.table
+        # three entries sent 30 days ago (past the outbox's 7-day retention), copies of one under new ids
+        old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=30)
+        first = target.run(f"select {q(o['incoming_message_id'])} from {t(out_box)}")[0][0]
+        for _ in range(3):
+            copied = ", ".join("%s" if c in ("incoming_message_id", "updated_at") else q(col) for c, col in o.items())
+            target.run(f"insert into {t(out_box)} ({', '.join(q(c) for c in [*o.values(), SENT_COLUMN])}) "
+                       f"select {copied}, %s from {t(out_box)} where {q(o['incoming_message_id'])} = %s",
+                       [str(uuid.uuid4()), old.replace(tzinfo=None) if kind == "mariadb" else old, SENT_VALUES[1],
+                        first])
+
+        def state() -> dict[str, list[str]]:
+            return {name: sorted(repr(row) for row in target.run(f"select * from {t(name)}"))
+                    for name, _columns in TABLES.values()}
+
+        def blobs() -> set[str]:
+            return {str(p.relative_to(chaos.blobs)) for p in chaos.blobs.rglob("*") if p.is_file()}
+
+        before, files = state(), blobs()
+        path = _config(target, chaos.config_path.parent, None, None, keeps_sent=True)
+        env = {"EOCTL_TEST_PASSWORD": server.password}
+        base = ("--config", str(path), "--engine", "duckdb", "--format", "json")
+        runs = {}
+        for command, expected in (("gc-tokens", 1), ("gc-blobs", 1), ("gc-outbox", 3)):
+            extra = () if command == "gc-outbox" else ("--grace", "0s")
+            done = run_eoctl(*base, command, *extra, "--execute", env=env)
+            assert done.code == 0, done.stdout[-3000:] + done.stderr[-3000:]
+            result = json.loads(done.stdout)
+            assert (result["planned"], result["deleted"]) == (expected, expected), (command, result)
+            runs[command] = result["run_id"]
+            again = json.loads(run_eoctl(*base, command, *extra, "--execute", env=env).stdout)
+            assert again["deleted"] == 0, (command, again)
+        after = state()
+        assert len(after["Tokens"]) == len(before["Tokens"]) - 1
+        assert len(after["Intent Log"]) == len(before["Intent Log"]) - 2  # the token's and the blob's
+        assert len(after["Out Box"]) == len(before["Out Box"]) - 3
+        assert len(blobs() - {f for f in blobs() if f.startswith(".eoctl-quarantine")}) == len(files) - 1
+        for command, run_id in runs.items():
+            restored = run_eoctl(*base, command, "--restore", run_id, "--execute", env=env)
+            assert restored.code == 0, restored.stdout[-3000:] + restored.stderr[-3000:]
+        assert state() == before and blobs() == files
     finally:
         target.close()
