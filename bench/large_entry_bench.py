@@ -3,8 +3,12 @@
 --base (checked out in a temporary git worktree; before the entry's messages were kept once per
 run, each check that reads them parsed the JSON again) and this checkout. Each run's wall time and
 peak RSS side by side; both sides must give the same findings (codes, counts, evidence but its ages).
+With --signal-after, each side's audit also gets a SIGTERM that long after its start: the seconds
+until it is gone (d24e349 cast the entry's JSON in one piece, which no signal stops; this checkout
+reads an entry that large by DuckDB's streaming JSON reader).
 
     python bench/large_entry_bench.py --base d60a9d9 --messages 1000000 --engine duckdb
+    python bench/large_entry_bench.py --base d24e349 --messages 1000000 --signal-after 5
 
 Each side runs as a user runs it (`python -m eoctl` with the tree as the working directory).
 """
@@ -64,6 +68,23 @@ def audit(config: Path, engine: str, tree: Path, jars: str | None) -> tuple[floa
     return wall, rss, found
 
 
+def stop_time(config: Path, engine: str, tree: Path, jars: str | None, after: float) -> tuple[float, int]:
+    """Seconds from a SIGTERM sent `after` seconds into an audit until the process is gone, and its
+    exit code (143: it stopped and said so)."""
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(tree), **({"EOCTL_JARS_DIR": jars} if jars else {})}
+    proc = subprocess.Popen([sys.executable, "-m", "eoctl", "--engine", engine, "--config", str(config), "--format",
+                             "json", "audit", "--no-record"], env=env, cwd=tree, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    time.sleep(after)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait()
+    return time.monotonic() - sent, code
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", required=True, help="the commit to compare this checkout with")
@@ -72,6 +93,8 @@ def main() -> int:
     ap.add_argument("--engine", default="duckdb", choices=["spark", "duckdb"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/eoctl-large-entry-bench"))
     ap.add_argument("--jars", default=os.environ.get("EOCTL_JARS_DIR"), help="EOCTL_JARS_DIR for eoctl")
+    ap.add_argument("--signal-after", type=float, default=None, metavar="SECONDS",
+                    help="also send each side's audit a SIGTERM this long after its start, and time the stop")
     args = ap.parse_args()
 
     size = make_state(args.work / "chaos", args.messages)
@@ -92,14 +115,22 @@ def main() -> int:
                     results[name].append((wall, rss))
                     findings[name] = found
                     print(f"run {n + 1}, {name}: {wall:.1f} s, {rss / 2**20:.0f} MiB", flush=True)
+            stops = {}
+            if args.signal_after is not None:
+                for name, tree in sides.items():
+                    stops[name] = stop_time(config, args.engine, tree, args.jars, args.signal_after)
+                    print(f"SIGTERM at {args.signal_after:g} s, {name}: gone {stops[name][0]:.1f} s later, "
+                          f"exit {stops[name][1]}", flush=True)
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)], check=False)
     same = len({json.dumps(f) for f in findings.values()}) == 1
     print(f"\nchaos sample + one pending entry of {args.messages:,} messages ({size / 1e6:.0f} MB of JSON), "
           f"{os.cpu_count()} cores, eoctl audit --engine {args.engine}; the same findings on both sides: {same}")
     for name, rows in results.items():
+        stopped = (f"   SIGTERM at {args.signal_after:g} s: gone {stops[name][0]:.1f} s later (exit {stops[name][1]})"
+                   if name in stops else "")
         print(f"{name:28} wall s {', '.join(f'{w:.1f}' for w, _ in rows):>20}   peak RSS MiB "
-              f"{max(r for _, r in rows) / 2**20:.0f}")
+              f"{max(r for _, r in rows) / 2**20:.0f}{stopped}")
     return 0 if same else 1
 
 
