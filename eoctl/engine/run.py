@@ -213,7 +213,13 @@ def open_rows_run(config: Config, tables: dict[str, tuple[list[dict[str, Any]], 
     more than all of them. Its evidence rows are the rows' own Python values, every one."""
     from eoctl.engine.duckdb.run import RowsRun
 
-    return RowsRun(config, tables, scope)
+    run = RowsRun(config, tables, scope)
+    try:  # one of the rows may be a batch job's entry of a million messages: parsed once, as by open_run
+        _keep_pending_outgoing(run, lambda _m: None)
+    except BaseException:
+        run.release()
+        raise
+    return run
 
 
 def summarize_input(spark: Any, config: Config, endpoint: str, ranges: list[OffsetRange] | None = None,

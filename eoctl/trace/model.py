@@ -4,7 +4,7 @@ and the whole result (rendered by eoctl.report.trace, serialized by TraceResult.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any
 
@@ -88,6 +88,14 @@ class TokenRow:
     created_at: Any
 
 
+#: a field of a result that trace reads but does not write into its JSON
+_NOT_IN_JSON = {"json": False}
+
+#: a pending entry holding more outgoing messages than this shows only those that name a traced
+#: message or token (a batch job's entry may hold a million)
+SHOWN_MESSAGES = 1_000
+
+
 @dataclass
 class Entry:
     endpoint: str
@@ -96,8 +104,14 @@ class Entry:
     attempt_id: str | None
     tokens_committed_at: Any
     created_at: Any
+    #: the messages shown: every one it holds, or past SHOWN_MESSAGES those naming a traced id
     outgoing: list[dict[str, Any]]
+    outgoing_messages: int = 0  # how many it holds
     age_seconds: int | None = None
+    #: every message id it holds and every blob URI their headers name: filled for an entry
+    #: processing a traced message (its verdict asks whether all were sent, and what it publishes)
+    message_ids: frozenset[str | None] = field(default=frozenset(), metadata=_NOT_IN_JSON)
+    blob_uris: frozenset[str] = field(default=frozenset(), metadata=_NOT_IN_JSON)
 
 
 @dataclass
@@ -166,20 +180,7 @@ class TraceResult:
     misnamed: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        def clean(value: Any) -> Any:
-            if isinstance(value, Enum):
-                return value.value
-            if isinstance(value, dict):
-                return {k: clean(v) for k, v in value.items()}
-            if isinstance(value, (list, tuple)):
-                return [clean(v) for v in value]
-            if isinstance(value, (dt.datetime, dt.date)):
-                return value.isoformat()
-            if isinstance(value, (bytes, bytearray)):
-                return value.decode("utf-8", "replace")
-            return value
-
-        return clean({"schema": "eoctl.trace/v1", **asdict(self)})
+        return {"schema": "eoctl.trace/v1", **_plain(self)}
 
     def worst_is_bad(self) -> bool:
         return any(m.verdict.bad for m in self.messages)
@@ -187,6 +188,24 @@ class TraceResult:
     def nothing_found(self) -> bool:
         """Some id matched nothing (or no message at all was found)."""
         return not self.messages or any(m.verdict is Verdict.not_found for m in self.messages)
+
+
+def _plain(value: Any) -> Any:
+    """A result as JSON values, without its fields marked _NOT_IN_JSON (dataclasses.asdict would
+    deep-copy them first)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value) if f.metadata.get("json", True)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return value.decode("utf-8", "replace")
+    return value
 
 
 def utc(value: Any) -> Any:

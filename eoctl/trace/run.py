@@ -255,8 +255,7 @@ def _assemble(config: Config, options: TraceOptions, message_id: str, hits: list
     published = {b.name for b in blobs}
     # what its processing published: blobs on the messages it caused, sent or still pending
     published |= {r["uri"] for h in hits if h["causation_id"] == message_id for r in blob_refs(h["blobs"])}
-    published |= {r["uri"] for e in caused_entries for m in e.outgoing
-                  for r in blob_refs((m.get("headers") or {}).get(config.protocol.headers.blobs))}
+    published |= {uri for e in caused_entries for uri in e.blob_uris}
     for i in intents:  # blobs an attempt processing the message prepared and nothing publishes
         if i.incoming_message_id == message_id and i.kind == "blob" and i.ref and i.ref not in published:
             blob = check_blob(config, i.endpoint, i.ref, None)

@@ -4,7 +4,8 @@ straight from each store (no engine): a message has a handful of rows."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,8 @@ from eoctl.stores import sql
 from eoctl.stores.connection import connection_key
 from eoctl.stores.db import Db, in_list, open_db
 from eoctl.stores.layout import EndpointTable, StoreLayout
-from eoctl.trace.model import Entry, Intent, TokenRow, utc
+from eoctl.trace.blobs import blob_refs
+from eoctl.trace.model import SHOWN_MESSAGES, Entry, Intent, TokenRow, utc
 
 if TYPE_CHECKING:
     from sqlglot import exp
@@ -35,6 +37,34 @@ def _any_in(*conditions: tuple[str, set[str]]) -> tuple[list[exp.Expression], li
             where.append(sql.fragment(":c in :ids", c=_text(column), ids=in_list(sorted(values))))
             params += sorted(values)
     return where, params
+
+
+_BLANK = re.compile(r"[ \t\n\r]*")
+
+
+def json_list_items(text: str) -> Iterator[Any]:
+    """The items of the JSON list `text`, decoded one at a time (json.JSONDecoder.raw_decode reads
+    one value where a longer text goes on); ValueError where `text` is not a JSON list."""
+    decoder = json.JSONDecoder()
+    at = _BLANK.match(text).end()
+    if text[at:at + 1] != "[":
+        raise ValueError("not a JSON list")
+    at = _BLANK.match(text, at + 1).end()
+    if text[at:at + 1] == "]":
+        closed = at + 1
+    else:
+        while True:
+            item, at = decoder.raw_decode(text, at)
+            yield item
+            at = _BLANK.match(text, at).end()
+            if text[at:at + 1] == "]":
+                closed = at + 1
+                break
+            if text[at:at + 1] != ",":
+                raise ValueError(f"not a JSON list: {text[at:at + 1]!r} at {at}")
+            at = _BLANK.match(text, at + 1).end()
+    if _BLANK.match(text, closed).end() != len(text):
+        raise ValueError("not a JSON list: text after its end")
 
 
 def _any(conditions: list[exp.Expression]) -> exp.Expression:
@@ -128,21 +158,49 @@ class StoreLookups:
             return ([_text(c.incoming_message_id), _text(c.incoming_token_id), _text(c.attempt_id),
                      sql.column(c.tokens_committed_at), sql.column(c.created_at), _text(c.outgoing)], where, params)
 
+        def wanted(x: dict[str, Any]) -> bool:
+            m, t = x.get("message_id"), x.get("token_id")
+            return (isinstance(m, str) and m in outgoing) or (isinstance(t, str) and t in tokens)
+
         out = []
         for table, (m, t, a, committed, created, outgoing_json) in self._query("outbox", build):
-            try:
-                messages = json.loads(outgoing_json) if outgoing_json else []
-            except ValueError:
-                messages = []
-            if not isinstance(messages, list):
-                messages = []
-            messages = [x for x in messages if isinstance(x, dict)]
-            holds = any(x.get("message_id") in outgoing or x.get("token_id") in tokens for x in messages)
-            if m in incoming or holds:
+            entry = self._entry(table, m, t, a, utc(committed), utc(created), outgoing_json, wanted, whole=m in incoming)
+            if m in incoming or any(wanted(x) for x in entry.outgoing):  # the wanted are always shown
                 self._keep(table, m, endpoint=table.owner, incoming_message_id=m, incoming_token_id=t, attempt_id=a,
                            outgoing=outgoing_json, tokens_committed_at=utc(committed), created_at=utc(created))
-                out.append(Entry(table.endpoint, m, t, a, utc(committed), utc(created), messages))
+                out.append(entry)
         return out
+
+    def _entry(self, table: EndpointTable, m: str, t: str | None, a: str | None, committed: Any, created: Any,
+               outgoing_json: str | None, wanted: Callable[[dict[str, Any]], bool], whole: bool) -> Entry:
+        """The entry with the messages trace shows (every one, or past SHOWN_MESSAGES the `wanted`
+        ones), read one message at a time: a batch job's entry of a million messages is 180 MB of
+        JSON, 4 GB as Python objects at once. `whole`: also every message id and blob URI it holds
+        (an entry processing a traced message). Text that is not a JSON list holds no message,
+        and an item that is not an object is not a message."""
+        blobs_header = self.config.protocol.headers.blobs
+        shown: list[dict[str, Any]] = []
+        ids: set[str | None] = set()
+        uris: set[str] = set()
+        count = 0
+        try:
+            for x in json_list_items(outgoing_json or "[]"):
+                if not isinstance(x, dict):
+                    continue
+                count += 1
+                if count <= SHOWN_MESSAGES or wanted(x):
+                    shown.append(x)
+                if whole:
+                    message_id = x.get("message_id")  # one without an id is never seen sent
+                    ids.add(message_id if isinstance(message_id, str) else None)
+                    headers = x.get("headers")
+                    uris |= {r["uri"] for r in blob_refs(headers.get(blobs_header) if isinstance(headers, dict) else None)}
+        except ValueError:
+            shown, ids, uris, count = [], set(), set(), 0
+        if count > SHOWN_MESSAGES:
+            shown = [x for x in shown if wanted(x)]
+        return Entry(table.endpoint, m, t, a, committed, created, shown, count,
+                     message_ids=frozenset(ids), blob_uris=frozenset(uris))
 
     def intents(self, *, incoming: set[str], refs: set[str]) -> list[Intent]:
         if not incoming and not refs:

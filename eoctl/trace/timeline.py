@@ -29,7 +29,7 @@ def timeline(t: MessageTrace) -> list[Event]:
                                          f"{c.sequence}, attempt {c.attempt_id}){cause}; {state} by {c.consumer}"))
     for e in t.caused_entries:
         events.append(Event(e.created_at, f"its processing at {e.endpoint} (attempt {e.attempt_id}) left an outbox "
-                                          f"entry of {len(e.outgoing)} message(s), still pending"))
+                                          f"entry of {e.outgoing_messages} message(s), still pending"))
     for m in t.caused_messages:
         events.append(Event(None, f"caused {m['message_id']} on {m['topic']} ({m['copies']} copies, attempt "
                                   f"{m['attempt_id']})"))

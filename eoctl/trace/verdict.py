@@ -68,6 +68,12 @@ def decide_verdict(t: MessageTrace, hits: list[dict[str, Any]]) -> tuple[Verdict
             return Verdict.stuck if is_stuck(e) else Verdict.in_flight, [f"not sent yet: pending in the outbox of {e.endpoint} "
                                        f"(entry {e.incoming_message_id}, {age_text(e.age_seconds)} old"
                                        + (", stuck: replay-outbox sends it" if is_stuck(e) else "") + ")"]
+        if t.caused_entries:  # consumed, its copy gone from the topics read, its effects waiting
+            e = t.caused_entries[0]
+            return Verdict.stuck if is_stuck(e) else Verdict.in_flight, [
+                f"no copy on the topics read, but its processing at {e.endpoint} left an outbox entry of "
+                f"{e.outgoing_messages:,} message(s), pending {age_text(e.age_seconds)}"
+                + (", stuck: replay-outbox sends them" if is_stuck(e) else "")]
         if t.tokens or t.intents:
             return Verdict.never_sent, ["the stores know it (tokens or intents) but no copy is on any topic and no "
                                         "pending entry holds it: left by an attempt that did not send it"]
@@ -155,5 +161,4 @@ def _several_tokens(t: MessageTrace) -> tuple[Verdict, list[str]]:
 def _entry_sent(e: Entry, hits: list[dict[str, Any]]) -> bool:
     """Every outgoing message of a pending entry is on a topic read (with a token)."""
     sent = {h["message_id"] for h in hits if h["causation_id"] == e.incoming_message_id}
-    wanted = {m.get("message_id") for m in e.outgoing}
-    return wanted <= sent  # an entry with nothing to send has sent everything
+    return e.message_ids <= sent  # an entry with nothing to send has sent everything

@@ -15,26 +15,14 @@ import pytest
 
 from eoctl.audit import select_codes
 from tests.helpers.audits import audit_duckdb
-from tests.helpers.chaos import recorded_copy, settled
+from tests.helpers.chaos import add_batch_entry, recorded_copy, settled
 from tests.helpers.findings import canonical
 
 pytestmark = pytest.mark.integration
 
 
 def _batch_entry(store: str, messages: int) -> str:
-    """A pending entry of billing holding `messages` outgoing messages, some with blobs and
-    sequence numbers past the producer's (EO104's held gaps), two hours old. Returns its id."""
-    entry = str(uuid.uuid4())
-    out = [{"message_id": str(uuid.uuid4()), "token_id": None, "topic": "rec-invoices", "destination": "shipping",
-            "key": str(i), "value": "{}",
-            "headers": {"eo-producer": "billing", "eo-sequence": str(1000 + i),
-                        **({"eo-blobs": json.dumps([{"uri": f"batch-{i}.txt", "sha256": "0" * 64}])} if i % 7 == 0
-                           else {})}} for i in range(messages)]
-    at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2)
-    with duckdb.connect(store) as db:
-        db.execute("insert into billing.eo_outbox values ('billing', ?, ?, ?, ?, null, ?, ?, 1)",
-                   [entry, str(uuid.uuid4()), str(uuid.uuid4()), json.dumps(out), at, at])
-    return entry
+    return add_batch_entry(store, messages)[0]
 
 
 def test_the_kept_messages_give_the_findings_of_each_check_parsing_them(tmp_path: Path, monkeypatch) -> None:

@@ -200,3 +200,26 @@ def state_names(config: Config, sinks: bool = True) -> set[str]:
             if sink.every_message:
                 names.add(EFFECT_HOURS)
     return names
+
+
+def add_batch_entry(store: str, messages: int) -> tuple[str, str, list[dict]]:
+    """A pending entry of billing holding `messages` outgoing messages (a batch job's), some with
+    blobs and sequence numbers past the producer's (EO104's held gaps), two hours old, in the
+    chaos store file `store`. Returns its incoming message id, its attempt id and its messages."""
+    import datetime as dt
+    import json
+    import uuid
+
+    import duckdb
+
+    entry, attempt = str(uuid.uuid4()), str(uuid.uuid4())
+    out = [{"message_id": str(uuid.uuid4()), "token_id": None, "topic": "rec-invoices", "destination": "shipping",
+            "key": str(i), "value": "{}",
+            "headers": {"eo-producer": "billing", "eo-sequence": str(1000 + i),
+                        **({"eo-blobs": json.dumps([{"uri": f"batch-{i}.txt", "sha256": "0" * 64}])} if i % 7 == 0
+                           else {})}} for i in range(messages)]
+    at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2)
+    with duckdb.connect(store) as db:
+        db.execute("insert into billing.eo_outbox values ('billing', ?, ?, ?, ?, null, ?, ?, 1)",
+                   [entry, str(uuid.uuid4()), attempt, json.dumps(out), at, at])
+    return entry, attempt, out

@@ -6,14 +6,17 @@ lookup; a connection still open reads on, a new open fails."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eoctl.errors import SourceError
 from eoctl.stores.layout import StoreLayout
-from eoctl.trace.stores import StoreLookups
+from eoctl.trace.stores import StoreLookups, json_list_items
 from tests.helpers.chaos import recorded_copy, store_rows
 
 
@@ -74,3 +77,31 @@ def test_a_held_block_lets_go_of_the_file_at_its_end(tmp_path: Path) -> None:
     writer.close()
     found = lookups.tokens(message_ids={"m-new"}, token_ids=set())
     assert [(t.endpoint, t.token_id) for t in found] == [("shop", "t-new")]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+                     max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=st.lists(_JSON, max_size=6), indent=st.sampled_from([None, 0, 2]), pad=st.sampled_from(["", " \n\t"]))
+def test_a_json_list_is_read_item_by_item_as_json_reads_it_whole(items, indent, pad) -> None:
+    text = pad + json.dumps(items, indent=indent) + pad
+    assert list(json_list_items(text)) == json.loads(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet='[]{},:" 01an\\\nul', max_size=14) | st.builds(lambda v: json.dumps(v)[:-1], _JSON))
+def test_text_that_is_no_json_list_holds_no_items(text) -> None:
+    """Exactly the texts json.loads reads as a list are read; every other raises ValueError (an
+    entry of such text holds no message, as one whole parse said)."""
+    try:
+        whole = json.loads(text)
+    except ValueError:
+        whole = None
+    if isinstance(whole, list):
+        assert list(json_list_items(text)) == whole
+    else:
+        with pytest.raises(ValueError):
+            list(json_list_items(text))

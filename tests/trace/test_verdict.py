@@ -52,6 +52,18 @@ def test_a_pending_entry_holding_it_is_in_flight_or_stuck_when_eo301_names_its_e
     assert calm is Verdict.in_flight and "stuck" not in reasons[0]
 
 
+def test_a_message_whose_copy_is_gone_but_whose_processing_entry_waits_is_in_flight_or_stuck() -> None:
+    """No copy left on the topics read (retention took it), and the entry its processing left is
+    pending: it was consumed and its effects wait, which is no `not found`."""
+    entry = Entry("shop", "m1", None, "a1", None, NOW - dt.timedelta(hours=2), [], 5000, age_seconds=7200,
+                  message_ids=frozenset(f"out-{i}" for i in range(5000)))
+    stuck = {"code": "EO301", "endpoint": "shop", "where": "eo_outbox", "evidence": {"incoming_message_id": "m1"}}
+    verdict, reasons = _verdict_of(caused_entries=[entry], findings=[stuck])
+    assert verdict is Verdict.stuck and "5,000 message(s)" in reasons[0] and "replay-outbox" in reasons[0]
+    calm, reasons = _verdict_of(caused_entries=[entry])
+    assert calm is Verdict.in_flight and "pending 2.0h" in reasons[0] and "stuck" not in reasons[0]
+
+
 def test_every_critical_finding_on_a_message_gives_a_verdict_to_act_on() -> None:
     """The rule that keeps trace and the catalog in step: a code that names a message and is
     critical has a verdict, and that verdict is bad, whatever the facts beside it."""
