@@ -6,7 +6,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit codes; documented in README.md. Values are a stable contract for cron and CI."""
+    """Process exit codes; documented in README.md and docs/commands.md. Values are a stable contract for cron and CI."""
 
     OK = 0
     #: findings (or failed doctor checks) at or above the chosen severity

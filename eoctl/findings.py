@@ -1,6 +1,6 @@
 """The findings model: the catalog of codes and the typed results an audit returns.
 
-JSON schema `eoctl.audit/v1` (documented in README.md): stable codes, severities and field names;
+JSON schema `eoctl.audit/v1` (documented in docs/commands.md): stable codes, severities and field names;
 fields are only ever added within a major version.
 """
 
@@ -65,9 +65,9 @@ class CodeInfo:
     #: trace` runs the codes that have them over one message's rows and keeps the rows naming it.
     names_message: tuple[str, ...] = ()
     remedy: Remedy | None = None
-    #: what is found, as README's table of codes says it (generated from here, like the guide)
+    #: what is found, as the table of codes in docs/commands.md says it (generated from here, like the guide)
     summary: str = ""
-    #: what looks alike but is not reported (README's "not a finding" column)
+    #: what looks alike but is not reported (that table's "not a finding" column)
     not_a_finding: str = ""
     #: what the check reads besides the records and store tables (INPUTS): an engine opens only
     #: what the selected codes need (inputs_of)

@@ -23,7 +23,7 @@ _log = get_logger("stores")
 
 StoreConfig = DuckDBStore | PostgresStore | MySQLStore
 
-#: the zone of every eoctl session on a store: a timestamp without time zone holds UTC (README)
+#: the zone of every eoctl session on a store: a timestamp without time zone holds UTC (docs/configuration.md)
 SESSION_ZONE = "UTC"
 #: every eoctl session on MySQL or MariaDB: identifiers in double quotes and `||` as standard SQL has
 #: them (eoctl's SQL is written once for every store), UTC for TIMESTAMP columns and NOW()

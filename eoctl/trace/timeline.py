@@ -42,7 +42,7 @@ def timeline(t: MessageTrace) -> list[Event]:
         events.append(Event(None, f"blob {b.name} of {b.producer}: {state}"))
     for s in t.sink_rows:
         events.append(Event(None, f"sink {s.sink} ({s.endpoint}) row: {json.dumps(s.row, default=str, sort_keys=True)}"))
-    for e in events:  # a store's time without a zone is UTC (README): one clock for every event
+    for e in events:  # a store's time without a zone is UTC (docs/configuration.md): one clock for every event
         if isinstance(e.at, dt.datetime) and e.at.tzinfo is None:
             e.at = e.at.replace(tzinfo=dt.timezone.utc)
     floor = dt.datetime.max.replace(tzinfo=dt.timezone.utc)

@@ -1,5 +1,5 @@
 """The recorded chaos sample's outboxes turned into outboxes that keep their rows once sent, in the
-three layouts the field has, read from README's worked examples: an NServiceBus-style flag, a
+three layouts the field has, read from docs/configuration.md's worked examples: an NServiceBus-style flag, a
 status column, a sent-at time. The sample's own rows stay pending; sent rows are added, some past the retention.
 """
 
@@ -21,13 +21,13 @@ class SentLayout:
 
 
 def _readme_layouts() -> dict[str, tuple[str, str]]:
-    """README's worked examples (`<!-- sent-layout: NAME -->` then a TOML block): name -> (the
+    """docs/configuration.md's worked examples (`<!-- sent-layout: NAME -->` then a TOML block): name -> (the
     column's DDL from its `alter table` comment, the keys of [endpoints.billing.outbox] but retention)."""
     import re
 
     from tests.helpers.servers import REPO
 
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
     out = {}
     for name, block in re.findall(r"<!-- sent-layout: (\w+) -->\n```toml\n(.*?)```", text, re.S):
         ddl = re.search(r"alter table \S+ add column (.+)", block).group(1).strip()
@@ -39,7 +39,7 @@ def _readme_layouts() -> dict[str, tuple[str, str]]:
 #: what a sent row's column holds in each layout (None: the time it was sent)
 _SENT = {"nservicebus": True, "status": "SENT", "sent_at": None}
 LAYOUTS = {name: SentLayout(name, ddl, keys, _SENT[name]) for name, (ddl, keys) in _readme_layouts().items()}
-assert set(LAYOUTS) == set(_SENT), f"README's sent layouts are {sorted(LAYOUTS)}"
+assert set(LAYOUTS) == set(_SENT), f"docs/configuration.md's sent layouts are {sorted(LAYOUTS)}"
 
 
 #: the endpoints whose outboxes keep sent rows here (shipping's stays the reference protocol's)

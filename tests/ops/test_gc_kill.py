@@ -14,7 +14,7 @@ Spark, to show it never starts it.
 
 `test_gc_killed_at_a_step_converges` kills gc-tokens and gc-blobs at every step of their deletes
 (five and three batches), one state per step; the default run takes two of the steps, `--scale`
-all seventeen (see README, Development).
+all seventeen (see docs/development.md).
 """
 
 from __future__ import annotations

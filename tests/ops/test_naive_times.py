@@ -1,4 +1,4 @@
-"""A timestamp without time zone holds UTC (README), whatever the zone of the process or of the server:
+"""A timestamp without time zone holds UTC (docs/configuration.md), whatever the zone of the process or of the server:
 gc-outbox's plan and execution and the audit's EO303 count the same sent rows past the retention.
 
 Before, an outbox whose `updated_at` is `timestamp` (no zone) was compared against gc's aware cutoff

@@ -1,5 +1,5 @@
 """Outboxes that keep their rows once sent (`[endpoints.X.outbox] sent_column`, `sent_values`,
-`retention`), on the chaos sample given README's three layouts (tests/helpers/sent_outbox.py):
+`retention`), on the chaos sample given docs/configuration.md's three layouts (tests/helpers/sent_outbox.py):
 
 - sent rows are not pending: every finding but EO303 is the sample's own, on both engines (a sent
   row taken for pending would be a stuck entry, EO301, at once);
