@@ -86,17 +86,18 @@ class EngineConfig(Strict):
         "(up to the partitions) for 200,000 records or more, else one")
     master: str = Field("local[*]", description="Spark master: local[*], spark://host:port, yarn, k8s://...")
     remote: str | None = Field(None, description="Spark Connect URL (sc://host:port); replaces master")
-    app_name: str = "eoctl"
+    app_name: str = Field("eoctl", description="Spark application name")
     jars_dir: LocalPath | None = Field(
         None, description="folder of connector/JDBC jars for machines without Maven access"
     )
     connector_version: str | None = Field(
         None, description="Spark version of the Kafka connector to load; default: installed pyspark's"
     )
-    postgres_jdbc_version: str = "42.7.14"
+    postgres_jdbc_version: str = Field(
+        "42.7.14", description="PostgreSQL JDBC driver (org.postgresql:postgresql), for Spark")
     mysql_jdbc_version: str = Field("9.5.0", description="MySQL Connector/J (com.mysql:mysql-connector-j), for "
                                                          "MySQL and MariaDB stores")
-    duckdb_jdbc_version: str = "2.0.0.1"
+    duckdb_jdbc_version: str = Field("2.0.0.1", description="DuckDB JDBC driver (org.duckdb:duckdb_jdbc), for Spark")
     packages: list[str] = Field(default_factory=list, description="extra Maven coordinates")
     scratch_dir: str | None = Field(
         None,
@@ -114,13 +115,15 @@ class EngineConfig(Strict):
 
 
 class KafkaConnection(Strict):
-    bootstrap_servers: str
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
+    bootstrap_servers: str = Field(description="host:port[,host:port...] of the brokers")
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="how the clients connect (SASL_* need the sasl_* keys)")
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="SASL mechanism")
+    sasl_username: str | None = Field(None, description="SASL user name")
+    sasl_password: SecretStr | None = Field(None, description="SASL password; write it as ${ENV_VAR}: never printed")
     ssl_ca_location: LocalPath | None = Field(None, description="PEM file of trusted CA certificates")
-    timeout_seconds: float = Field(10.0, gt=0)
+    timeout_seconds: float = Field(10.0, gt=0, description="seconds a metadata or offset request may take")
     # The two Kafka clients name some settings differently, so each gets its own table.
     client_properties: dict[str, str] = Field(
         default_factory=dict, description="extra confluent-kafka (librdkafka) settings"
@@ -145,9 +148,9 @@ class KafkaConnection(Strict):
 
 
 class DuckDBStore(Strict):
-    type: Literal["duckdb"]
-    path: LocalPath
-    schema_name: str = Field("main", alias="schema")
+    type: Literal["duckdb"] = Field(description="the store's kind")
+    path: LocalPath = Field(description="the DuckDB database file")
+    schema_name: str = Field("main", alias="schema", description="the schema holding the tables")
     lock_wait_seconds: float = Field(
         60, ge=0,
         description="DuckDB lets one process at a time write a file (and none read it meanwhile): how long "
@@ -155,26 +158,26 @@ class DuckDBStore(Strict):
 
 
 class PostgresStore(Strict):
-    type: Literal["postgres"]
-    host: str = "127.0.0.1"
-    port: int = Field(5432, gt=0, lt=65536)
-    database: str
-    user: str
-    password: SecretStr | None = None
-    sslmode: str | None = None
-    schema_name: str = Field("public", alias="schema")
+    type: Literal["postgres"] = Field(description="the store's kind")
+    host: str = Field("127.0.0.1", description="server host")
+    port: int = Field(5432, gt=0, lt=65536, description="server port")
+    database: str = Field(description="database name")
+    user: str = Field(description="user name")
+    password: SecretStr | None = Field(None, description="password; write it as ${ENV_VAR}: never printed")
+    sslmode: str | None = Field(None, description="libpq sslmode (disable, require, verify-full, ...)")
+    schema_name: str = Field("public", alias="schema", description="the schema holding the tables")
     options: dict[str, str] = Field(default_factory=dict, description="extra libpq/JDBC parameters")
 
 
 class MySQLStore(Strict):
     """A MySQL or MariaDB database (MySQL's schema is its database)."""
 
-    type: Literal["mysql"]
-    host: str = "127.0.0.1"
-    port: int = Field(3306, gt=0, lt=65536)
-    database: str
-    user: str
-    password: SecretStr | None = None
+    type: Literal["mysql"] = Field(description="the store's kind (MySQL or MariaDB)")
+    host: str = Field("127.0.0.1", description="server host")
+    port: int = Field(3306, gt=0, lt=65536, description="server port")
+    database: str = Field(description="database (MySQL's schema) holding the tables")
+    user: str = Field(description="user name")
+    password: SecretStr | None = Field(None, description="password; write it as ${ENV_VAR}: never printed")
     options: dict[str, str] = Field(
         default_factory=dict,
         description="extra connection parameters: PyMySQL's connect() keywords (e.g. ssl_ca, connect_timeout) "
@@ -235,8 +238,9 @@ class TokensTable(Strict):
     store: str | None = Field(None, description="store name; default: the endpoint's store")
     present: bool = Field(True, description="false (written `tokens = false`, `outbox = false`, `intents = false`): "
                                             "the endpoint has no such table, as one without a store")
-    table: str = "eo_tokens"
-    columns: TokenColumns = TokenColumns()
+    table: str = Field("eo_tokens", description="table name (schema-qualified names come from the store's schema)")
+    columns: TokenColumns = Field(
+        TokenColumns(), description="the column names, where they differ from the reference protocol's")
 
 
 #: a duration as the configuration and the flags take it: 90s, 15m, 24h, 7d (a bare number is seconds)
@@ -272,11 +276,12 @@ def checked_duration(text: str) -> str:
 
 
 class OutboxTable(Strict):
-    store: str | None = None
+    store: str | None = Field(None, description="store name; default: the endpoint's store")
     present: bool = Field(True, description="false (written `tokens = false`, `outbox = false`, `intents = false`): "
                                             "the endpoint has no such table, as one without a store")
-    table: str = "eo_outbox"
-    columns: OutboxColumns = OutboxColumns()
+    table: str = Field("eo_outbox", description="table name")
+    columns: OutboxColumns = Field(
+        OutboxColumns(), description="the column names, where they differ from the reference protocol's")
     sent_column: str | None = Field(
         None, min_length=1,
         description="for an outbox that keeps a row once its messages are sent (NServiceBus OutboxData, a status "
@@ -310,11 +315,12 @@ class OutboxTable(Strict):
 
 
 class IntentsTable(Strict):
-    store: str | None = None
+    store: str | None = Field(None, description="store name; default: the endpoint's store")
     present: bool = Field(True, description="false (written `tokens = false`, `outbox = false`, `intents = false`): "
                                             "the endpoint has no such table, as one without a store")
-    table: str = "eo_intents"
-    columns: IntentColumns = IntentColumns()
+    table: str = Field("eo_intents", description="table name")
+    columns: IntentColumns = Field(
+        IntentColumns(), description="the column names, where they differ from the reference protocol's")
 
 
 # ------------------------------------------------------------------------ topics and tables
@@ -342,12 +348,14 @@ def _offsets_map(value: Any) -> Any:
 class TopicInput(Strict):
     """Where an endpoint's incoming records are: a live Kafka topic or a topic archive."""
 
-    topics: list[str] = Field(min_length=1)
+    topics: list[str] = Field(min_length=1, description="the topics the endpoint consumes")
     kafka: str | None = Field(None, description="name of a [kafka.NAME] connection (live topics)")
     group: str | None = Field(None, description="the endpoint's consumer group (live topics)")
-    isolation: Isolation = "read_committed"
+    isolation: Isolation = Field(
+        "read_committed",
+        description="live topics: read_committed skips aborted transactions' records, as a transactional consumer does")
     archive: LocalPath | None = Field(None, description="folder of archived records (Kafka record schema)")
-    archive_format: Literal["parquet", "json"] = "parquet"
+    archive_format: Literal["parquet", "json"] = Field("parquet", description="archive only: the archive's files")
     committed_offsets: Annotated[
         dict[str, dict[int, int]] | LocalPath | None, Field(union_mode="left_to_right")
     ] = Field(None, description="archive only: {topic = {partition = offset}} or a JSON file path")
@@ -368,13 +376,14 @@ class TopicInput(Strict):
 class TableSource(Strict):
     """A table readable by Spark: a file dataset, or a table in a configured store."""
 
-    format: Literal["parquet", "orc", "json", "csv"] | None = None
-    path: LocalPath | None = None
+    format: Literal["parquet", "orc", "json", "csv"] | None = Field(
+        None, description="a file dataset's format (with path)")
+    path: LocalPath | None = Field(None, description="a file dataset's folder or URI (with format)")
     options: dict[str, str] = Field(default_factory=dict, description="Spark reader options")
-    store: str | None = None
-    table: str | None = None
+    store: str | None = Field(None, description="a table's store (with table)")
+    table: str | None = Field(None, description="a table in that store (with store)")
     partition_column: str | None = Field(None, description="numeric column for partitioned JDBC reads")
-    num_partitions: int = Field(8, ge=1)
+    num_partitions: int = Field(8, ge=1, description="partitions of a partitioned JDBC read")
 
     @model_validator(mode="after")
     def _one_kind(self) -> TableSource:
@@ -390,7 +399,7 @@ class TableSource(Strict):
 
 
 class SinkConfig(TableSource):
-    name: str
+    name: str = Field(description="the sink's name in findings and reports")
     message_id_column: str = Field(description="column holding the source message id")
     key_columns: list[str] = Field(default_factory=list, description="idempotency-key columns")
     value_columns: list[str] = Field(
@@ -424,13 +433,19 @@ class EndpointConfig(Strict):
         description="the endpoint's name in the pipeline where it differs from the name of this entry: in "
                     "shared tables (outbox and intents `endpoint`, tokens `destination`) and in its messages' "
                     "eo-producer header")
-    input: TopicInput | None = None
-    tokens: TokensTable = TokensTable()
-    outbox: OutboxTable = OutboxTable()
-    intents: IntentsTable = IntentsTable()
+    input: TopicInput | None = Field(
+        None, description="where the endpoint's incoming records are (none: a producer that consumes nothing)")
+    tokens: TokensTable = Field(
+        TokensTable(), description="the token store: `[endpoints.NAME.tokens]`, or `tokens = false`")
+    outbox: OutboxTable = Field(
+        OutboxTable(), description="the outbox: `[endpoints.NAME.outbox]`, or `outbox = false`")
+    intents: IntentsTable = Field(
+        IntentsTable(), description="the intents table: `[endpoints.NAME.intents]`, or `intents = false`")
     blobs: Uri | None = Field(None, description="URI prefix of prepared blobs (file://, s3://, ...)")
     blob_options: dict[str, str] = Field(default_factory=dict, description="fsspec storage options")
-    sinks: list[SinkConfig] = Field(default_factory=list)
+    sinks: list[SinkConfig] = Field(
+        default_factory=list,
+        description="the tables and folders the endpoint's effects land in (`[[endpoints.NAME.sinks]]`)")
 
     @field_validator("tokens", "outbox", "intents", mode="before")
     @classmethod
@@ -448,7 +463,8 @@ class EndpointConfig(Strict):
 
 
 class ProtocolConfig(Strict):
-    headers: HeaderNames = HeaderNames()
+    headers: HeaderNames = Field(
+        HeaderNames(), description="the names of the protocol's message headers, where they differ")
 
 
 class OpsConfig(Strict):
@@ -503,7 +519,8 @@ class HistoryConfig(Strict):
 class AuditConfig(Strict):
     """The audit's defaults, for every run of this configuration (a flag given wins)."""
 
-    grace: str = Field("24h", description="orphan tokens and blobs younger than this are not findings (90s, 15m, 24h, 7d)")
+    grace: str = Field(
+        "24h", description="orphan tokens and blobs younger than this are not findings (90s, 15m, 24h, 7d)")
     stuck_after: str = Field("15m", description="outbox entries pending longer are stuck")
     transaction_timeout: str = Field("15m", description="open Kafka transactions older than this hang")
 
