@@ -44,7 +44,7 @@ def test_the_config_digest_is_stable_and_hides_secrets() -> None:
 @pytest.mark.integration
 def test_a_repair_between_two_audits_shows_as_exactly_what_it_resolved(spark, spark_jars: Path, tmp_path: Path) -> None:
     from eoctl.ops import gc_blobs, gc_tokens
-    from eoctl.ops.common import GcOptions
+    from eoctl.ops.gc_flow import GcOptions
 
     from tests.helpers.audits import audit_duckdb
     from eoctl.config import load_config

@@ -71,7 +71,7 @@ def _gc(ctx: typer.Context, command: str, execute: bool, grace: str, max_deletes
         retention: str, endpoint: list[str] | None, restore: str | None, metrics_file: Path | None,
         evidence_rows: int) -> int:
     from eoctl.ops import gc_blobs, gc_outbox, gc_tokens
-    from eoctl.ops.common import GcOptions, GcResult, write_metrics
+    from eoctl.ops.gc_flow import GcOptions, GcResult, write_metrics
     from eoctl.report.ops import gc_json, render_gc, render_restore, restore_json
 
     module = {"gc-tokens": gc_tokens, "gc-blobs": gc_blobs, "gc-outbox": gc_outbox}[command]

@@ -96,7 +96,7 @@ class AbortResult:
 def find_hanging(config: Config, options: AbortOptions) -> list[HangingTransaction]:
     """EO601's rule (eoctl.sources.kafka.hanging_partitions) over every live input of the selected
     endpoints; a partition several endpoints read is listed once, under the first."""
-    from eoctl.ops.common import selected
+    from eoctl.ops.gc_flow import selected
     from eoctl.sources.kafka import hanging_partitions
 
     found: dict[tuple[str, str, int], HangingTransaction] = {}
@@ -121,7 +121,7 @@ def abort_transactions(config: Config, options: AbortOptions,
                        progress: Callable[[str], None] = lambda _m: None) -> AbortResult:
     """Plan (options.execute False) or abort the hanging transactions; `admin_for` opens Kafka's
     Admin API on a connection (a JVM: called only when something hangs)."""
-    from eoctl.ops.common import run_changing
+    from eoctl.ops.gc_flow import run_changing
 
     started = time.monotonic()
     run_id = new_run_id(options.now)

@@ -18,7 +18,7 @@ from typing import Any
 
 from eoctl.config.model import Config
 from eoctl.errors import UsageError
-from eoctl.ops.common import (
+from eoctl.ops.gc_flow import (
     GcKind,
     GcOptions,
     GcResult,
@@ -32,7 +32,7 @@ from eoctl.ops.journal import (
     journal_and_delete_intents,
     remove_intents_of,
 )
-from eoctl.ops.lease import RunLog, utcnow
+from eoctl.ops.lease import utcnow
 from eoctl.stores import sql
 from eoctl.stores.connection import store_named
 from eoctl.stores.db import Db, StoreConfig, in_list, open_db
@@ -176,26 +176,21 @@ def _prefixes(config: Config) -> list[BlobPrefix]:
     return [p for p in (blob_prefix(config, n) for n, ep in config.endpoints.items() if ep.blobs) if p is not None]
 
 
-def finish_leftovers(layout: StoreLayout, log: RunLog, run_id: str, options: GcOptions | None = None) -> list[str]:
-    """Complete a killed run: blobs journaled as `moving` are moved (the age re-check still holds),
-    and the intents of its quarantined blobs are removed."""
-    finished = []
-    for old in log.unfinished(COMMAND, run_id):
-        for prefix in _prefixes(layout.config):
-            moving = _journal_rows(prefix, old, ("moving",))
-            if moving:
-                _move_journaled(prefix, old, moving, None)
-            quarantined = _journal_rows(prefix, old, ("quarantined",))
-            for start in range(0, len(quarantined), 500):
-                part = quarantined[start:start + 500]
-                it = layout.table(prefix.endpoint, "intents")
-                if it is not None:
-                    ids = intents_naming(it, "blob", part)
-                    if ids:
-                        journal_and_delete_intents(it, "blob", ids, part, old)
-        log.set_status(old, "interrupted")
-        finished.append(old)
-    return finished
+def finish_killed(layout: StoreLayout, old: str, options: GcOptions | None = None) -> None:
+    """Complete killed run `old`: blobs journaled as `moving` are moved (the age re-check still
+    holds), and the intents of its quarantined blobs are removed."""
+    for prefix in _prefixes(layout.config):
+        moving = _journal_rows(prefix, old, ("moving",))
+        if moving:
+            _move_journaled(prefix, old, moving, None)
+        quarantined = _journal_rows(prefix, old, ("quarantined",))
+        for start in range(0, len(quarantined), 500):
+            part = quarantined[start:start + 500]
+            it = layout.table(prefix.endpoint, "intents")
+            if it is not None:
+                ids = intents_naming(it, "blob", part)
+                if ids:
+                    journal_and_delete_intents(it, "blob", ids, part, old)
 
 
 def purge(layout: StoreLayout, options: GcOptions) -> int:
@@ -297,7 +292,7 @@ def _evidence(scope: Any, rows: Any, names: list[str]) -> Any:
 
 
 KIND = GcKind(COMMAND, "blobs", "name", _garbage, _evidence, ("size", "modified", "reason", "intents"),
-              _quarantine_batch, finish_leftovers, purge, record_columns=("producer", "blobs", "causation_id"))
+              _quarantine_batch, finish_killed, purge, record_columns=("producer", "blobs", "causation_id"))
 
 
 def gc_blobs(spark: Any, config: Config, options: GcOptions,

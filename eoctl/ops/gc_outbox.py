@@ -21,9 +21,9 @@ from typing import Any
 from sqlglot import exp
 
 from eoctl.config.model import Config, duration_of
-from eoctl.ops.common import GcKind, GcOptions, GcResult, RestoreResult, Tally, restore_run, restore_tables, run_gc, selected
+from eoctl.ops.gc_flow import GcKind, GcOptions, GcResult, RestoreResult, Tally, restore_run, restore_tables, run_gc, selected
 from eoctl.ops.journal import journal_and_delete, purge_journal
-from eoctl.ops.lease import RunLog, utcnow
+from eoctl.ops.lease import utcnow
 from eoctl.stores import sql
 from eoctl.stores.connection import IdSql
 from eoctl.stores.db import open_db
@@ -48,7 +48,7 @@ def _past(t: EndpointTable, cutoff: dt.datetime) -> tuple[exp.Expression, list[A
 
 class OutboxPlan:
     """The sent rows past each endpoint's retention, counted and listed by the outbox's store:
-    the same interface as eoctl.ops.common.GarbagePlan (tallies, misnamed, sample, rows, release)."""
+    the same interface as eoctl.ops.gc_flow.GarbagePlan (tallies, misnamed, sample, rows, release)."""
 
     def __init__(self, spark: Any, layout: StoreLayout, options: GcOptions, kind: GcKind,
                  step: Callable[[str], None] = lambda _m: None) -> None:
@@ -151,13 +151,8 @@ def _delete_batch(layout: StoreLayout, endpoint: str, batch: list[Any], run_id: 
     tally.skipped_changed += len(ids) - len(removed)
 
 
-def _finish_leftovers(layout: StoreLayout, log: RunLog, run_id: str, options: GcOptions) -> list[str]:
-    """A killed run left nothing half-done (each batch is one transaction): it is marked so."""
-    finished = []
-    for old in log.unfinished(COMMAND, run_id):
-        log.set_status(old, "interrupted")
-        finished.append(old)
-    return finished
+def _finish_killed(layout: StoreLayout, run_id: str, options: GcOptions) -> None:
+    """A killed run left nothing half-done: each batch is one transaction."""
 
 
 def _outboxes(layout: StoreLayout) -> list[EndpointTable]:
@@ -170,7 +165,7 @@ def _purge(layout: StoreLayout, options: GcOptions) -> int:
 
 
 KIND = GcKind(COMMAND, "outbox rows", "incoming_message_id", lambda *_a: None, lambda *_a: None, COLUMNS,
-              _delete_batch, _finish_leftovers, _purge, record_columns=(), planner=OutboxPlan)
+              _delete_batch, _finish_killed, _purge, record_columns=(), planner=OutboxPlan)
 
 
 def gc_outbox(config: Config, options: GcOptions, progress: Callable[[str], None] = lambda _m: None) -> GcResult:

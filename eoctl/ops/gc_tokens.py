@@ -20,7 +20,7 @@ from typing import Any
 from sqlglot import exp
 
 from eoctl.config.model import Config
-from eoctl.ops.common import (
+from eoctl.ops.gc_flow import (
     GcKind,
     GcOptions,
     GcResult,
@@ -39,7 +39,7 @@ from eoctl.ops.journal import (
     purge_journal,
     remove_intents_of,
 )
-from eoctl.ops.lease import RunLog, utcnow
+from eoctl.ops.lease import utcnow
 from eoctl.stores import sql
 from eoctl.stores.connection import comparable_ids
 from eoctl.stores.db import Db, open_db
@@ -99,20 +99,14 @@ def _journaled_ids(t: EndpointTable, run_id: str) -> list[str]:
                                          token_id=token_id.text(t.c("token_id")), journal=db.table(journal_of(t.table)))]
 
 
-def finish_leftovers(layout: StoreLayout, log: RunLog, run_id: str, options: GcOptions) -> list[str]:
-    """A run killed after journaling a batch of tokens but before their intents: remove those
-    intents now (journaled under the killed run's id, so its restore stays whole)."""
-    finished = []
-    for old in log.unfinished(COMMAND, run_id):
-        for t in layout.distinct_tables("tokens"):
-            for part in chunks(_journaled_ids(t, old), options.batch_size):
-                for it in layout.distinct_tables("intents"):
-                    intent_ids = intents_naming(it, "token", part)
-                    if intent_ids:
-                        journal_and_delete_intents(it, "token", intent_ids, part, old)
-        log.set_status(old, "interrupted")
-        finished.append(old)
-    return finished
+def finish_killed(layout: StoreLayout, old: str, options: GcOptions) -> None:
+    """Killed run `old` journaled a batch of tokens but not yet their intents: those intents go now."""
+    for t in layout.distinct_tables("tokens"):
+        for part in chunks(_journaled_ids(t, old), options.batch_size):
+            for it in layout.distinct_tables("intents"):
+                intent_ids = intents_naming(it, "token", part)
+                if intent_ids:
+                    journal_and_delete_intents(it, "token", intent_ids, part, old)
 
 
 def purge(layout: StoreLayout, options: GcOptions) -> int:
@@ -147,7 +141,7 @@ def _evidence(scope: Any, rows: Any, _names: list[str]) -> Any:
 
 
 KIND = GcKind(COMMAND, "tokens", "token_id", _garbage, _evidence,
-              ("message_id", "created_at", "reason", "intents"), _delete_batch, finish_leftovers, purge,
+              ("message_id", "created_at", "reason", "intents"), _delete_batch, finish_killed, purge,
               record_columns=("token_id", "producer", "causation_id"))
 
 

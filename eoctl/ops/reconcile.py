@@ -62,7 +62,7 @@ def run_reconcile(spark: Any, config: Config, *, endpoints: list[str] | None = N
     computed once, counted in one query and sampled in another, however many endpoints (a query
     per endpoint and class cost Spark about half a second each, and a scan of the records each)."""
     from eoctl.engine.run import open_run
-    from eoctl.ops.common import new_run_id, selected
+    from eoctl.ops.gc_flow import new_run_id, selected
 
     options = AuditOptions(grace=grace, evidence_rows=evidence_rows, evidence_dir=evidence_dir,
                            **({"now": now} if now else {}))

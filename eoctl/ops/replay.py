@@ -32,7 +32,7 @@ from eoctl.config.model import Config
 from eoctl.errors import Interrupted, Misconfigured, SourceError, UsageError
 from eoctl.inert import inert
 from eoctl.interrupts import deferred
-from eoctl.ops.common import new_run_id, selected
+from eoctl.ops.gc_flow import new_run_id, selected
 from eoctl.ops.lease import Lease, RunLog, utcnow
 from eoctl.stores import sql
 from eoctl.stores.db import Db, open_db

@@ -15,7 +15,7 @@ from eoctl.secrets import redact
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from eoctl.ops.common import GcResult, RestoreResult
+    from eoctl.ops.gc_flow import GcResult, RestoreResult
     from eoctl.ops.reconcile import ReconcileReport
     from eoctl.ops.replay import ReplayResult
 

@@ -18,7 +18,7 @@ import pytest
 
 from eoctl.config import load_config
 from eoctl.ops import gc_tokens
-from eoctl.ops.common import GcOptions
+from eoctl.ops.gc_flow import GcOptions
 from tests.helpers.chaos import recorded_copy
 from tests.helpers.gc_states import Cell, Item, must_remove, write_state
 from tests.helpers.cli import without_progress

@@ -66,7 +66,7 @@ def test_a_report_that_cannot_be_written_leaves_nothing_half_written(tmp_path: P
 
 def test_metrics_that_cannot_be_written_leave_the_last_whole_file(tmp_path: Path) -> None:
     (tmp_path / "gc.prom").write_text("# the last run's\n")
-    outcome = _limited("from pathlib import Path\nfrom eoctl.ops.common import GcResult, Tally, write_metrics\n"
+    outcome = _limited("from pathlib import Path\nfrom eoctl.ops.gc_flow import GcResult, Tally, write_metrics\n"
                        "r = GcResult('gc-tokens', 'run', True, 0, [Tally(f'endpoint-{i}' * 20) for i in range(200)])\n"
                        "write_metrics(Path('gc.prom'), r, success=True)", tmp_path)
     assert outcome == [ExitCode.RUNTIME, "--metrics-file gc.prom cannot be written: File too large"]

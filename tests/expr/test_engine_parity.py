@@ -38,7 +38,7 @@ def _both_planned(spark, config_path) -> tuple[dict, dict]:
     import dataclasses
 
     from eoctl.ops import gc_blobs, gc_tokens
-    from eoctl.ops.common import GcOptions
+    from eoctl.ops.gc_flow import GcOptions
 
     options = GcOptions(grace=dt.timedelta(0), now=settled().now, evidence_rows=100_000)
     out: tuple[dict, dict] = ({}, {})

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers.audits import audit_spark
 from eoctl.ops import gc_blobs, gc_tokens
-from eoctl.ops.common import GcOptions
+from eoctl.ops.gc_flow import GcOptions
 from tests.helpers.chaos import ChaosRun, injected_garbage, live_run, recorded_copy, removed, settled, snapshot, store_rows
 from tests.helpers.configs import on_engine
 

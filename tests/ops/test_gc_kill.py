@@ -31,7 +31,7 @@ import pytest
 
 from eoctl.config import load_config
 from eoctl.ops import gc_blobs, gc_tokens
-from eoctl.ops.common import GcOptions
+from eoctl.ops.gc_flow import GcOptions
 from tests.helpers.cli import run_eoctl
 from tests.helpers.gc_states import Cell, Item, WrittenState, must_remove, write_state
 from tests.helpers.kill import eoctl_blocked, kill_at_last_lock, kill_when_blocked, locked, start_eoctl

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from eoctl.ops import gc_outbox
-from eoctl.ops.common import GcOptions
+from eoctl.ops.gc_flow import GcOptions
 from eoctl.stores.layout import StoreLayout
 from tests.helpers.chaos import ChaosRun, recorded_copy
 from tests.helpers.cli import run_eoctl

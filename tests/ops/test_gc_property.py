@@ -21,7 +21,7 @@ import pytest
 
 from eoctl.config import load_config
 from eoctl.ops import gc_blobs, gc_tokens
-from eoctl.ops.common import GcOptions
+from eoctl.ops.gc_flow import GcOptions
 from tests.helpers.gc_states import (
     GRACE,
     Cell,

@@ -21,7 +21,7 @@ import pytest
 
 from eoctl.errors import ExitCode
 from eoctl.ops import gc_outbox
-from eoctl.ops.common import GcOptions
+from eoctl.ops.gc_flow import GcOptions
 from tests.helpers.chaos import ChaosRun, recorded_copy, store_rows
 from tests.helpers.cli import run_eoctl
 from tests.helpers.layouts import shared_tables

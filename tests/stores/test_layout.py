@@ -23,7 +23,7 @@ from eoctl.audit import select_codes
 from tests.helpers.audits import audit_duckdb
 from eoctl.config import load_config
 from eoctl.ops import gc_tokens
-from eoctl.ops.common import GcOptions
+from eoctl.ops.gc_flow import GcOptions
 from eoctl.ops.reconcile import run_reconcile
 from eoctl.ops.replay import ReplayOptions, replay
 from eoctl.findings import Severity

@@ -21,7 +21,7 @@ from tests.helpers.audits import audit_duckdb, audit_spark
 from eoctl.config import load_config
 from eoctl.errors import ExitCode
 from eoctl.ops import gc_blobs, gc_tokens
-from eoctl.ops.common import GcOptions
+from eoctl.ops.gc_flow import GcOptions
 from eoctl.ops.reconcile import run_reconcile
 from eoctl.stores.layout import StoreLayout
 from tests.helpers.chaos import recorded_copy, settled, snapshot, store_rows

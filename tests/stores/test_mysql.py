@@ -22,7 +22,7 @@ import pytest
 from eoctl.audit import select_codes
 from eoctl.errors import LeaseHeld
 from eoctl.ops import gc_outbox
-from eoctl.ops.common import GcOptions
+from eoctl.ops.gc_flow import GcOptions
 from eoctl.ops.lease import Lease
 from eoctl.ops.replay import ReplayOptions, _delete_entry, find_stuck
 from eoctl.stores.layout import StoreLayout

@@ -131,7 +131,8 @@ class GcKind:
     columns: tuple[str, ...]  # the evidence columns a plan shows and an execution records
     # the store tables are reached through the run's one StoreLayout (layout.config is the configuration)
     apply_batch: Callable[..., None]  # (layout, endpoint, rows, run_id, options, tally)
-    finish_leftovers: Callable[..., list[str]]  # (layout, log, run_id, options) -> finished run ids
+    #: (layout, killed run id, options): complete what a killed run left half-done (finish_interrupted)
+    finish_killed: Callable[[StoreLayout, str, GcOptions], None]
     purge: Callable[[StoreLayout, GcOptions], int]
     record_columns: tuple[str, ...]  # the records' columns `garbage` reads (kept once for the plan)
     #: (spark, layout, options, kind, step) -> the plan (tallies, misnamed, sample(), rows(limit),
@@ -246,7 +247,7 @@ def run_gc(spark: Any, config: Config, options: GcOptions, kind: GcKind,
 
     def work(lease: Lease, log: RunLog) -> GcResult:
         progress("finishing interrupted runs")
-        leftovers = kind.finish_leftovers(layout, log, run_id, options)
+        leftovers = finish_interrupted(layout, log, run_id, options, kind)
         plan = planned()
         try:
             sample = plan.sample()
@@ -286,6 +287,18 @@ def _apply_in_batches(layout: StoreLayout, plan: Any, options: GcOptions, run_id
 
 
 R = TypeVar("R")
+
+
+def finish_interrupted(layout: StoreLayout, log: RunLog, run_id: str, options: GcOptions, kind: GcKind) -> list[str]:
+    """Every earlier run of the command the log holds as unfinished (killed): what it left
+    half-done completed (kind.finish_killed, journaled under its own id so that its restore stays
+    whole), then marked `interrupted`. Returns their ids."""
+    finished = []
+    for old in log.unfinished(kind.command, run_id):
+        kind.finish_killed(layout, old, options)
+        log.set_status(old, "interrupted")
+        finished.append(old)
+    return finished
 
 
 def run_changing(config: Config, command: str, run_id: str, work: Callable[[Lease, RunLog], R]) -> R:
