@@ -14,7 +14,7 @@ from eoctl import incremental
 from eoctl.config.model import Config
 from eoctl.errors import UsageError
 from eoctl.options import AuditOptions
-from eoctl.findings import CATALOG, AuditReport, Finding
+from eoctl.findings import CATALOG, AuditReport, Finding, code_of
 from eoctl.run_ids import new_run_id
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ def select_codes(select: list[str] | None, ignore: list[str] | None) -> list[str
         for item in (i.strip().upper() for raw in items for i in raw.split(",") if i.strip()):
             matched = {c for c in CATALOG if c.startswith(item)} if _CODE.match(item) else set()
             if not matched:
-                raise UsageError(f"{flag} {item!r}: no such finding code (known: EO101..EO601, or a prefix like EO2)")
+                raise UsageError(f"{flag} {item!r}: no such finding code (known: {min(CATALOG)}..{max(CATALOG)}, "
+                                 f"or a prefix like {min(CATALOG)[:3]})")
             out |= matched
         return out
 
@@ -74,7 +75,7 @@ def run_audit(config: Config, options: AuditOptions, codes: list[str], spark: An
         if engine.base is not None:
             report.run["scan"]["continued"] = sorted(continuation.states)
             if continuation.drops:
-                report.run["scan"]["note"] = ("retention took indexed records since the last run: EO104 read every "
+                report.run["scan"]["note"] = (f"retention took indexed records since the last run: {code_of('topics.sequence_gaps')} read every "
                                               "record's sequence numbers again")
             if sinks := continuation.sink_reads(scope):
                 report.run["scan"]["sinks"] = sinks
@@ -164,8 +165,8 @@ def evaluate_checks(report: AuditReport, engine: EngineRun, codes: list[str], st
     for (code, hit, _), (count, rows, path) in zip(evidence, results):
         if count:
             report.findings.append(Finding(code, hit.endpoint, hit.where, count, rows, path))
-        if code == "EO106":  # lines the scan could not read are part of what it scanned
-            report.scanned["undecodable"] = report.scanned.get("undecodable", 0) + count
+        if counted := CATALOG[code].scanned_as:  # what the scan read although no other check saw it
+            report.scanned[counted] = report.scanned.get(counted, 0) + count
     return kept, continuation
 
 
@@ -181,7 +182,7 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
     continuation, run in a thread of its own while the engine makes the families' and the sinks'
     tables."""
     from eoctl.expr import compile_sql
-    from eoctl.expr.incremental import UNHELD, states
+    from eoctl.expr.incremental import EFFECTS, FAMILY_OF, UNHELD, states
     from eoctl.expr.sinks import effect_endpoints
 
     dialect, scope = engine.dialect, engine.scope
@@ -195,7 +196,7 @@ def _continue(report: AuditReport, engine: EngineRun, continuation: Continuation
         engine.keep(name, compile_sql(expr, dialect))
     if not continuation.continuing:
         return continuation, set(marks_kept), then(continuation)
-    if effect_endpoints(scope) and ("EO503" in codes or continuation.keeps):
+    if effect_endpoints(scope) and (EFFECTS in {FAMILY_OF.get(c) for c in codes} or continuation.keeps):
         # after the next marks and counts (eoctl.expr.sink_states); a run that neither runs
         # EO503 nor keeps its states reads nothing for it
         continuation = replace(continuation, effects_why=_effects_why(engine, continuation))

@@ -49,6 +49,23 @@ class Remedy:
 
 
 @dataclass(frozen=True)
+class VerdictRule:
+    """What a finding on one message makes of that message's trace verdict (eoctl.trace.verdict).
+    `verdict`: a value of eoctl.trace.model.Verdict; `rank`: the lowest decides when several
+    findings name the message; `reason`: why, in words: a template over the finding's evidence,
+    its `where` and `endpoint`, and the trace's facts (eoctl.trace.verdict.FACTS); `each`: one
+    reason per finding with `each` of the same verdict (every blob at fault); `decide`: a function
+    of eoctl.trace.verdict.DECIDERS that decides from the trace's facts instead (processed twice,
+    or about to be)."""
+
+    verdict: str
+    rank: int
+    reason: str = ""
+    each: bool = False
+    decide: str = ""
+
+
+@dataclass(frozen=True)
 class CodeInfo:
     """One finding code, declared once: `--select`, the findings history's item identity and the
     findings trace reports for a message read it from here."""
@@ -72,6 +89,24 @@ class CodeInfo:
     #: what the check reads besides the records and store tables (INPUTS): an engine opens only
     #: what the selected codes need (inputs_of)
     inputs: tuple[str, ...] = ()
+    #: the check: "module.function" of eoctl.expr giving its evidence per endpoint
+    #: (eoctl.expr.catalog.CHECKS resolves it; only an engine imports the expressions)
+    check: str = ""
+    #: tables other checks read too (eoctl.expr.catalog.SHARED), computed once per run, in that order
+    shared: tuple[str, ...] = ()
+    #: in an incremental audit, the records it is given (a family of eoctl.expr.incremental);
+    #: empty: it reads no records (store tables, sinks, listings, offsets)
+    family: str = ""
+    #: in an incremental audit, the view of a narrowed sink it reads ("by_message", "by_key": a
+    #: `*_view` of eoctl.expr.sink_states)
+    narrowed_view: str = ""
+    #: what its finding on a message makes of the message's trace verdict
+    verdict: VerdictRule | None = None
+    #: the evidence column naming a pending outbox entry (its incoming message id) that the finding
+    #: calls stuck: trace says so and gives this code's remedy
+    stuck_entry: str = ""
+    #: the run's `scanned` count that its evidence rows add to (read by the scan, seen by no other check)
+    scanned_as: str = ""
 
     @property
     def message_scoped(self) -> bool:
@@ -85,11 +120,13 @@ class CodeInfo:
 
 _C = CodeInfo
 _R = Remedy
+_V = VerdictRule
 CATALOG: dict[str, CodeInfo] = {
     c.code: c
     for c in [
         _C("EO101", "topics", Severity.INFO, "redelivered copy: same message id and token at another offset",
            ("topic", "message_id", "token_id"), ("message_id",),
+           check="topics.redelivered", shared=("repeated_keys", "repeated_messages"), family="messages",
            summary='same message id and token at two offsets (redelivery)',
            remedy=_R("the consumer received a record again (a rebalance, a retry before the offset was committed): at-least-once delivery",
                      "none: the token is gone after the first processing, so the copy is dropped as a duplicate; "
@@ -98,6 +135,8 @@ CATALOG: dict[str, CodeInfo] = {
                      "the trace's verdict is processed once", "eoctl trace {message_id}")),
         _C("EO102", "topics", Severity.CRITICAL, "one message id under several tokens: processed twice, or about to be",
            ("topic", "message_id"), ("message_id",),
+           check="topics.under_several_tokens", shared=("repeated_keys", "repeated_messages"), family="messages",
+           verdict=_V("will be processed twice", rank=2, decide="several_tokens"),
            summary='one message id under several tokens: processed twice',
            remedy=_R("the sender dispatched the same message again with a newly generated token (a token regenerated "
                      "after a crash, or a resend that bypassed the outbox)",
@@ -110,6 +149,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "eoctl trace {message_id}")),
         _C("EO103", "topics", Severity.ERROR, "one (producer, sequence) on several message ids",
            ("topic", "producer", "sequence"), ("message_ids",),
+           check="topics.sequence_reused", shared=("reused_sequence_keys",), family="sequences",
            summary='one (producer, sequence) on several message ids',
            remedy=_R("a producer used one sequence number for different messages (restarted without its sequence state, or "
                      "two instances share one producer name)",
@@ -120,6 +160,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "eoctl trace {message_ids}")),
         _C("EO104", "topics", Severity.WARNING, "gap in a producer's sequence",
            ("topic", "producer", "missing_from", "missing_to"),
+           check="topics.sequence_gaps", shared=("sequence_ranges",),
            summary="gap in a producer's sequence",
            not_a_finding='sequences a pending outbox entry still holds',
            remedy=_R("sequence numbers of a producer never reached the topic: not sent yet (a stuck outbox entry), lost "
@@ -130,6 +171,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "the gap closes in a later audit", "eoctl replay-outbox --endpoint {producer}")),
         _C("EO105", "topics", Severity.ERROR, "record without usable protocol headers",
            ("topic", "partition", "offset"), ("message_id",),
+           check="topics.without_protocol", family="problems",
            summary='record without usable protocol headers: missing, not UTF-8, unparsable `eo-sequence`, malformed `eo-blobs`',
            remedy=_R("a record lacks the protocol headers (eo-message-id, eo-token-id, ...): a producer outside the "
                      "protocol, or a header mapping in the configuration that does not match the pipeline's names",
@@ -139,6 +181,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "`eoctl sources scan` shows full header coverage", "eoctl sources scan {endpoint}")),
         _C("EO106", "topics", Severity.ERROR, "archive line that is not a record: no check saw it",
            ("file", "line"),
+           check="topics.undecodable_archive_lines", scanned_as="undecodable",
            summary='a line of a JSON topic archive that is not a record (malformed JSON, a field of the wrong type, no topic, partition or offset): named by file and line; `scanned.undecodable` counts them',
            inputs=('undecodable',),
            remedy=_R("a line of a JSON topic archive is not a record (a truncated or corrupt file)",
@@ -149,6 +192,7 @@ CATALOG: dict[str, CodeInfo] = {
         # registered_by_message: the incoming message whose processing registered the token or blob
         _C("EO201", "tokens", Severity.WARNING, "orphan token past the grace period (gc candidate)",
            ("token_id",), ("message_id", "registered_by_message"),
+           check="tokens.orphan_tokens", family="tokens",
            summary='orphan token: on no record, in no pending entry, older than `--grace`',
            not_a_finding='young tokens; tokens a pending entry holds',
            remedy=_R("a token is on no record in flight and in no pending outbox entry, older than the grace period: "
@@ -158,6 +202,9 @@ CATALOG: dict[str, CodeInfo] = {
                      "`eoctl reconcile-tokens` counts no garbage past the grace period", "eoctl gc-tokens")),
         _C("EO202", "tokens", Severity.CRITICAL, "in-flight record without token or effect: silent loss",
            ("topic", "partition", "offset"), ("message_id",),
+           check="tokens.silent_loss", family="messages", narrowed_view="by_message",
+           verdict=_V("lost", rank=5, reason="in flight at {topic}/{partition}@{offset} but its token {token_id} is gone: the "
+                      "consumer will drop it as a duplicate, and its effect is in no sink"),
            summary='in-flight record whose token is gone and whose effect is nowhere: silent loss',
            not_a_finding='copies of a processed message; messages with a pending entry',
            inputs=('sinks',),
@@ -171,6 +218,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "eoctl trace {message_id}")),
         _C("EO203", "tokens", Severity.WARNING, "token of a processed record still present",
            ("token_id",), ("message_id",),
+           check="tokens.leaked_tokens", family="tokens",
            summary='token of a processed record still present',
            not_a_finding='tokens a pending entry holds',
            remedy=_R("the receiver processed a record but did not remove its token (a crash between the effect and the "
@@ -181,6 +229,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "`eoctl reconcile-tokens` counts no leaked tokens", "eoctl trace {message_id}")),
         _C("EO204", "tokens", Severity.CRITICAL, "committed offset below the log start offset: records lost",
            ("topic", "partition"),
+           check="tokens.committed_below_log_start",
            summary='committed offset below the log start offset',
            inputs=('log_starts',),
            remedy=_R("the consumer group's committed offset is below the partition's log start offset: retention removed "
@@ -193,6 +242,7 @@ CATALOG: dict[str, CodeInfo] = {
         # an entry concerns the message it processes and the messages it holds to send
         _C("EO301", "outbox", Severity.ERROR, "outbox entry pending longer than the threshold (replay candidate)",
            ("endpoint", "incoming_message_id"), ("incoming_message_id", "message_ids"),
+           check="outbox.stuck_entries", stuck_entry="incoming_message_id",
            summary='outbox entry pending longer than `--stuck-after`',
            not_a_finding='fresh entries',
            remedy=_R("an outbox entry has been pending longer than --stuck-after: its endpoint crashed or gave up before "
@@ -203,6 +253,9 @@ CATALOG: dict[str, CodeInfo] = {
                      "eoctl replay-outbox --endpoint {endpoint}")),
         _C("EO302", "outbox", Severity.CRITICAL, "ghost message: sent by an attempt that never committed",
            ("topic", "producer", "causation_id", "ghost_attempt"), ("message_ids",),
+           check="outbox.ghost_messages", family="causations",
+           verdict=_V("ghost", rank=0, reason="sent by attempt {ghost_attempt} of {producer}, which never committed; "
+                      "attempt {committed_attempt} answered the same incoming message {causation_id}"),
            summary='ghost: a producer sent for one incoming message under an attempt that did not commit: the committed one is named by the pending entry (which may not have sent yet), else it is the last to send, across every topic eoctl reads',
            remedy=_R("a message was sent by an attempt that never committed its outbox entry (dispatched before the "
                      "commit, or a zombie instance)",
@@ -213,6 +266,7 @@ CATALOG: dict[str, CodeInfo] = {
         # the table's upkeep, not a message's fate: trace does not run it
         _C("EO303", "outbox", Severity.WARNING, "sent outbox rows kept past their retention",
            ("endpoint", "incoming_message_id"),
+           check="outbox.sent_past_retention",
            summary='sent rows of an outbox that keeps them (`sent_column`), older than its `retention` by `updated_at`',
            not_a_finding='pending rows (EO301), sent rows within the retention, outboxes without `retention`',
            inputs=("sent_outbox",),
@@ -226,6 +280,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "`eoctl audit --select EO303` finds nothing", "eoctl gc-outbox --endpoint {endpoint}")),
         _C("EO401", "blobs", Severity.WARNING, "orphan prepared blob past the grace period (gc candidate)",
            ("name",), ("registered_by_message",),
+           check="blobs.orphan_blobs", family="blobs",
            summary='orphan blob: published by no record and no pending entry, older than `--grace`',
            not_a_finding='young blobs',
            inputs=('blobs',),
@@ -236,6 +291,8 @@ CATALOG: dict[str, CodeInfo] = {
                      "`eoctl audit --select EO401` finds nothing", "eoctl gc-blobs")),
         _C("EO402", "blobs", Severity.CRITICAL, "record references a blob that does not exist",
            ("name", "topic", "partition", "offset"), ("message_id",),
+           check="blobs.dangling_references", family="blobs",
+           verdict=_V("lost", rank=3, reason="blob {name} it publishes does not exist", each=True),
            summary='a record publishes a blob that does not exist',
            inputs=('blobs',),
            remedy=_R("a record publishes a blob that does not exist (removed by hand, by a lifecycle rule, or by a gc that "
@@ -246,6 +303,9 @@ CATALOG: dict[str, CodeInfo] = {
                      "the trace shows the blob present", "eoctl trace {message_id}")),
         _C("EO403", "blobs", Severity.CRITICAL, "blob content does not match the sha256 its message carries",
            ("name", "topic", "partition", "offset"), ("message_id",),
+           check="blobs.hash_mismatches", family="blobs",
+           verdict=_V("lost", rank=4, reason="blob {name} it publishes does not match its sha256: it was overwritten",
+                      each=True),
            summary='blob content does not match the sha256 its message carries',
            inputs=('blobs', 'blob_hashes'),
            remedy=_R("a blob's content differs from the sha256 its message carries: the blob was overwritten or corrupted "
@@ -255,6 +315,8 @@ CATALOG: dict[str, CodeInfo] = {
                      "the trace shows the blob's hash matching", "eoctl trace {message_id}")),
         _C("EO501", "sinks", Severity.CRITICAL, "the same source message applied more than once",
            (), ("source_message_id",),
+           check="sinks.applied_twice", shared=("messages_applied_twice",), narrowed_view="by_message",
+           verdict=_V("processed twice", rank=1, reason="{rows} rows in sink {where} ({endpoint})"),
            summary='the same source message applied to a sink more than once',
            inputs=('sinks',),
            remedy=_R("one source message was applied to the sink more than once: deduplication failed (its token was "
@@ -264,6 +326,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "extra sink rows",
                      "`eoctl audit --select EO501` no longer lists it", "eoctl trace {source_message_id}")),
         _C("EO502", "sinks", Severity.ERROR, "one idempotency key with conflicting values",
+           check="sinks.conflicting_values", shared=("differing_keys",), narrowed_view="by_key",
            summary='one idempotency key with conflicting values',
            inputs=('sinks',),
            remedy=_R("two messages wrote different values under one idempotency key of the sink",
@@ -272,6 +335,9 @@ CATALOG: dict[str, CodeInfo] = {
                      "`eoctl audit --select EO502` no longer lists the key", "eoctl trace --by {sink_key}")),
         _C("EO503", "sinks", Severity.CRITICAL, "a processed message with no row in a sink that must hold every message",
            ("message_id",), ("message_id",),
+           check="sinks.missing_effects", shared=("effect_states",), family="effects",
+           verdict=_V("lost", rank=6, reason="processed {processed_copy} (offset committed, token gone), and its effect is in "
+                      "no row of sink {where}, which must hold every message"),
            summary='a message processed (below the committed offset, with protocol headers) without a row in a sink '
                    'with `every_message = true`; the counts of its hour beside it',
            not_a_finding='messages with a pending outbox entry, messages in flight (EO202), records without headers '
@@ -288,6 +354,7 @@ CATALOG: dict[str, CodeInfo] = {
                      "`eoctl audit --select EO503` no longer lists it", "eoctl trace {message_id}")),
         _C("EO601", "transactions", Severity.CRITICAL, "hanging Kafka transaction: last stable offset stuck",
            ("topic", "partition", "last_stable_offset"),
+           check="transactions.hanging_transactions",
            summary='hanging transaction: last stable offset behind the high watermark longer than `--transaction-timeout` (live Kafka)',
            not_a_finding='open transactions younger than that',
            inputs=('transactions',),
@@ -314,6 +381,12 @@ INPUTS = {
     "transactions": "the brokers' word on open transactions of live inputs",
     "undecodable": "the lines of JSON topic archives that are not records",
 }
+
+
+def code_of(check: str) -> str:
+    """The code whose check is `check` (CodeInfo.check): how text elsewhere names a code without
+    listing it a second time."""
+    return next(code for code, info in CATALOG.items() if info.check == check)
 
 
 def inputs_of(codes: Sequence[str]) -> frozenset[str]:

@@ -10,12 +10,13 @@ from eoctl.cli.audit_cmd import parse_duration
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.cli.output import emit_json, progress, stderr_console
 from eoctl.errors import ExitCode, UsageError
+from eoctl.findings import code_of
 
 
 def abort_transaction(
     ctx: typer.Context,
     execute: Annotated[bool, typer.Option("--execute/--dry-run", help="abort; --dry-run (the default) only lists the hanging transactions")] = False,
-    transaction_timeout: Annotated[str, typer.Option("--transaction-timeout", metavar="DURATION", help="open transactions older than this hang (EO601's rule)")] = "15m",
+    transaction_timeout: Annotated[str, typer.Option("--transaction-timeout", metavar="DURATION", help=f"open transactions older than this hang ({code_of('transactions.hanging_transactions')}'s rule)")] = "15m",
     endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="only these endpoints' live inputs; repeatable")] = None,
 ) -> int:
     """List the partitions of the live inputs whose last stable offset has stayed behind the high

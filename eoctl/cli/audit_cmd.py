@@ -12,7 +12,7 @@ import typer
 from eoctl.cli.context import AppContext, OutputFormat
 from eoctl.cli.output import check_target, misnamed_exit, progress, stderr_console, write_stdout, write_whole
 from eoctl.errors import EoctlError, ExitCode, UsageError
-from eoctl.findings import Severity
+from eoctl.findings import Severity, code_of
 
 if TYPE_CHECKING:
     from eoctl.findings import AuditReport
@@ -64,7 +64,7 @@ def write_audit_metrics(path: Path, report: AuditReport | None) -> None:
 
 def audit(
     ctx: typer.Context,
-    select: Annotated[Optional[list[str]], typer.Option("--select", metavar="CODE", help="codes or prefixes to run (EO102, EO2); repeatable")] = None,
+    select: Annotated[Optional[list[str]], typer.Option("--select", metavar="CODE", help=f"codes or prefixes to run ({code_of('topics.under_several_tokens')}, EO2); repeatable")] = None,
     ignore: Annotated[Optional[list[str]], typer.Option("--ignore", metavar="CODE", help="codes or prefixes to skip; repeatable")] = None,
     endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", "-e", metavar="ENDPOINT", help="audit only these endpoints; repeatable")] = None,
     grace: Annotated[Optional[str], typer.Option(metavar="DURATION", help="orphan tokens and blobs younger than this are not findings (default: [audit] grace, else 24h)", show_default=False)] = None,

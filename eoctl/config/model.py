@@ -293,7 +293,7 @@ class OutboxTable(Strict):
         description="values of sent_column that mean sent, for a status column (e.g. [\"SENT\", \"DONE\"]); "
                     "compared as text")
     retention: str | None = Field(
-        None, description="how long sent rows may stay (by updated_at) before they are EO303 and "
+        None, description="how long sent rows may stay (by updated_at) before the audit reports them and "
                           "`eoctl gc-outbox` deletes them (90s, 15m, 24h, 7d)")
 
     @field_validator("retention")
@@ -407,7 +407,7 @@ class SinkConfig(TableSource):
     )
     every_message: bool = Field(
         False, description="every message the endpoint processed (below its committed offset, with protocol "
-                           "headers) must have a row here: one without is EO503 (its effect is lost downstream)")
+                           "headers) must have a row here: the audit reports one without (its effect is lost downstream)")
     watermark_column: str | None = Field(
         None, description="a column every write of a row sets to a value above all earlier ones (an ingestion "
                           "time, an increasing id): with it, audit --since-last reads only rows written since "

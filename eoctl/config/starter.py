@@ -34,7 +34,7 @@ STARTER = '''\
 # kafka = "main"                 # a live topic; or archive = "topics/orders" (Parquet or JSON lines)
 # group = "billing"              # the consumer group whose committed offsets say what is processed
 #
-# [[endpoints.billing.sinks]]    # where its effects land (a table or files), for EO501/EO502
+# [[endpoints.billing.sinks]]    # where its effects land (a table or files), for the sink checks
 # name = "invoices"
 # store = "main"
 # table = "invoices"

@@ -86,14 +86,14 @@ def orphan_blobs(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[
         registered = _registered(scope, "blob", "name", name)
         if registered is not None:
             orphans = orphans.left_join(registered, "name").drop("name_right")
-        yield Hit("EO401", name, scope.endpoints[name].blobs, orphans)
+        yield Hit(name, scope.endpoints[name].blobs, orphans)
 
 
 def dangling_references(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
     """EO402: a record publishes a blob the prefix does not have: its data is lost."""
     for name in _with_blobs(scope):
         names = scope.blobs(name).select("name")
-        yield Hit("EO402", name, scope.endpoints[name].blobs,
+        yield Hit(name, scope.endpoints[name].blobs,
                   _references(scope, records, name, dialect).anti_join(names, "name"))
 
 
@@ -103,4 +103,4 @@ def hash_mismatches(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterat
         listing = scope.blobs(name)
         refs = _references(scope, records, name, dialect)
         j = refs.join(listing.select("name", "actual_sha256"), "name")
-        yield Hit("EO403", name, scope.endpoints[name].blobs, j.filter(j.expected_sha256.lower() != j.actual_sha256))
+        yield Hit(name, scope.endpoints[name].blobs, j.filter(j.expected_sha256.lower() != j.actual_sha256))

@@ -67,6 +67,7 @@ from eoctl.expr import outbox, sink_states, sinks, topics
 from eoctl.expr.functions import Dialect, key_hash
 from eoctl.expr.inputs import Scope, state_table, store_table
 from eoctl.expr.records import RECORD_COLUMNS, records_table
+from eoctl.findings import CATALOG
 
 if TYPE_CHECKING:
     import ibis.expr.types as ir
@@ -120,13 +121,11 @@ STATES: dict[str, State] = {
 _REACH_STATES = frozenset({"store_tokens_seen", "unheld_messages", "pending_causations", "carried_records",
                            "repeated_keys", "reused_sequence_keys", "causations_sent_twice"})
 
-#: each code that reads records -> the family of records it is given; a code not named here reads
-#: none (store tables, sinks, listings, offsets)
-FAMILY_OF = {
-    "EO101": "messages", "EO102": "messages", "EO103": "sequences", "EO105": "problems",
-    "EO201": "tokens", "EO203": "tokens", "EO202": "messages", "EO302": "causations",
-    "EO401": "blobs", "EO402": "blobs", "EO403": "blobs", "EO503": "effects",
-}
+#: each code that reads records -> the family of records it is given (CodeInfo.family); a code not
+#: named here reads none (store tables, sinks, listings, offsets)
+FAMILY_OF = {code: info.family for code, info in CATALOG.items() if info.family}
+#: the family of a check that reads its sinks' kept effects (EO503's states) too
+EFFECTS = "effects"
 
 
 def states(scope: Scope) -> dict[str, State]:
@@ -140,13 +139,13 @@ def states(scope: Scope) -> dict[str, State]:
             sink_states.mark_view(scope, endpoint, sink))
         out[sink_states.applied_twice_state(endpoint, sink)] = State(
             sink_states.APPLIED_TWICE_SCHEMA, None,
-            lambda c, scope, dialect, e=endpoint, s=sink: sink_states.applied_twice(c.scope_for("EO501", scope), e, s),
+            lambda c, scope, dialect, e=endpoint, s=sink: sink_states.applied_twice(c.narrowed_scope(scope, sink_states.by_message_view), e, s),
             sinks.applied_twice_view(scope, endpoint, sink))
         if sink.key_columns:
             view = sinks.differing_keys_view(scope, endpoint, sink)
             out[sink_states.differing_keys_state(endpoint, sink)] = State(
                 sink_states.key_schema(scope, endpoint, sink), None,
-                lambda c, scope, dialect, v=view: sinks.differing_keys(c.scope_for("EO502", scope), dialect)[v], view)
+                lambda c, scope, dialect, v=view: sinks.differing_keys(c.narrowed_scope(scope, sink_states.by_key_view), dialect)[v], view)
     if sinks.effect_endpoints(scope):
         out[EFFECT_HOURS] = State(sinks.EFFECT_HOURS_SCHEMA, None, lambda c, scope, dialect: c.effect_hours(scope),
                                   sinks.EFFECT_HOURS)
@@ -295,7 +294,7 @@ class Continuation:
     def effect_hours(self, scope: Scope) -> ir.Table:
         """`effect_hours` (EO503's counts of each hour's processed messages): the kept counts and the
         messages processed since (effects), else over every record."""
-        records = self.records_in("effects")
+        records = self.records_in(EFFECTS)
         if self.effects:
             kept = state_table(EFFECT_HOURS, sinks.EFFECT_HOURS_SCHEMA)
             return sinks.processed_per_hour(scope, records, self.processed_before, kept)
@@ -304,16 +303,16 @@ class Continuation:
     def without_effect(self, scope: Scope) -> dict[str, ir.Table]:
         """Per sink that must hold every message, its messages processed without a row (EO503's,
         kept before it runs, and the `without` state): over EO503's records and rows."""
-        return sinks.messages_without_effect(self.scope_for("EO503", scope), self.records_in("effects"))
+        return sinks.messages_without_effect(self.effects_scope(scope), self.records_in(EFFECTS))
 
     def families(self, codes: Iterable[str], scope: Scope) -> list[str]:
         """The families `codes` read, and those the states are built from, in a fixed order."""
         wanted = {FAMILY_OF[c] for c in codes if c in FAMILY_OF}
         if self.keeps:  # the states' families, and those the carried records are taken from
             wanted |= {s.family for s in STATES.values() if s.family} | set(_CARRIED_FAMILIES)
-            wanted.add("effects")  # effect_hours and the sinks' `no_row`
+            wanted.add(EFFECTS)  # effect_hours and the sinks' `no_row`
         if not (self.effects and sinks.effect_endpoints(scope)):
-            wanted.discard("effects")  # EO503 reads every record (records_in), or has no sink
+            wanted.discard(EFFECTS)  # EO503 reads every record (records_in), or has no sink
         return sorted(wanted)
 
     def records_of(self, code: str) -> ir.Table:
@@ -324,7 +323,7 @@ class Continuation:
     def records_in(self, family: str) -> ir.Table:
         """The kept table of a family's records when continuing, else every record (and EO503's
         when it cannot continue from the states: effects_why)."""
-        if family == "effects" and not self.effects:
+        if family == EFFECTS and not self.effects:
             return records_table()
         return records_table(family_view(family)) if self.continuing else records_table()
 
@@ -405,7 +404,7 @@ class Continuation:
         fresh = records_table("fresh")
         unheld = _unheld_kept().anti_join(_state("unheld_messages"), "message_id")
         ids = fresh.select("message_id").union(unheld)
-        if "effects" in families:  # every record of EO503's messages, their other copies looked up
+        if EFFECTS in families:  # every record of EO503's messages, their other copies looked up
             ids = ids.union(self.effect_keys(scope, fresh, records_table("indexed"), carried=False))
         out: dict[str, ir.Table | None] = {"message_id": ids.filter(ids.message_id.notnull()).distinct()}
         v = _valid(fresh)
@@ -491,14 +490,24 @@ class Continuation:
         return [(e, s) for e, s in sink_states.watermarked(scope) if set(sink_states.state_names(e, s)) <= self.states]
 
     def scope_for(self, code: str, scope: Scope) -> Scope:
-        """The scope `code`'s check reads: EO501's, EO502's and EO202's narrowed sinks are their
-        views (EO202's losses are messages in flight without a held token: UNHELD, touched)."""
-        if code == "EO503":  # the kept tables, and the rows of its messages (effects) or the sinks
-            rows = {(e, s.name): sink_states.by_message_view(scope, e, s) for e, s in _effect_sinks(scope)}
-            return replace(scope, kept_effects=True, narrowed_sinks={**scope.narrowed_sinks, **rows}
-                           if self.effects else scope.narrowed_sinks)
-        view = _NARROWED_VIEW.get(code)
-        narrowed = self.narrowed(scope) if view else []
+        """The scope `code`'s check reads: the effects' (effects_scope), or its narrowed sinks as
+        the view it declares (CodeInfo.narrowed_view; EO202's losses are messages in flight without
+        a held token: UNHELD, touched)."""
+        if FAMILY_OF.get(code) == EFFECTS:
+            return self.effects_scope(scope)
+        view = CATALOG[code].narrowed_view
+        return self.narrowed_scope(scope, getattr(sink_states, f"{view}_view")) if view else scope
+
+    def effects_scope(self, scope: Scope) -> Scope:
+        """What a check of the effects family reads: the kept tables, and the rows of its
+        messages (effects) or the sinks."""
+        rows = {(e, s.name): sink_states.by_message_view(scope, e, s) for e, s in _effect_sinks(scope)}
+        return replace(scope, kept_effects=True, narrowed_sinks={**scope.narrowed_sinks, **rows}
+                       if self.effects else scope.narrowed_sinks)
+
+    def narrowed_scope(self, scope: Scope, view: Callable[[Scope, str, SinkConfig], str]) -> Scope:
+        """`scope` with each narrowed sink read as its `view` (eoctl.expr.sink_states)."""
+        narrowed = self.narrowed(scope)
         if not narrowed:
             return scope
         return replace(scope, narrowed_sinks={(e, s.name): view(scope, e, s) for e, s in narrowed})
@@ -520,7 +529,7 @@ class Continuation:
             new = sink_states.new_rows(scope, e, s, dialect, self.kept_mark(e, s))
             messages = _unheld_kept()
             if self.effects and s.every_message:  # EO503's messages (its family's probe keys)
-                messages = messages.union(ibis.table(ibis.schema(sink_states.IDS_SCHEMA), name=probe_table("effects")))
+                messages = messages.union(ibis.table(ibis.schema(sink_states.IDS_SCHEMA), name=probe_table(EFFECTS)))
             out[sink_states.touched_view(scope, e, s)] = sink_states.touched(scope, e, s, new, messages)
             out[sink_states.touched_rows_view(scope, e, s)] = sink_states.touched_rows(scope, e, s, dialect)
         return out
@@ -629,7 +638,7 @@ def _unheld(t: ir.Table) -> ir.Table:
 
 
 #: the families whose indexed records indexed_reach holds
-_REACHED_FAMILIES = (*_CARRIED_FAMILIES, "blobs", "effects")
+_REACHED_FAMILIES = (*_CARRIED_FAMILIES, "blobs", EFFECTS)
 
 
 def _valid(t: ir.Table) -> ir.Table:
@@ -710,8 +719,5 @@ def _effects(c: Continuation, scope: Scope, fresh: ir.Table, indexed: ir.Table, 
     return Probe(keys=c.effect_keys(scope, fresh, records_table("indexed")), on=("message_id",))
 
 
-_NARROWED_VIEW = {"EO501": sink_states.by_message_view, "EO502": sink_states.by_key_view,
-                  "EO202": sink_states.by_message_view}
-
 _PROBES = {"messages": _messages, "sequences": _sequences, "problems": _problems, "tokens": _tokens,
-           "causations": _causations, "blobs": _blobs, "effects": _effects}
+           "causations": _causations, "blobs": _blobs, EFFECTS: _effects}

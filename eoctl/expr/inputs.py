@@ -183,9 +183,9 @@ class Scope:
 
 @dataclass(frozen=True)
 class Hit:
-    """One check's evidence at one place: what the runner counts, samples and keeps."""
+    """One check's evidence at one place (an endpoint, and where in it: a topic, a table, a sink):
+    what the runner counts, samples and keeps under the check's code."""
 
-    code: str
     endpoint: str
     where: str
     evidence: ir.Table

@@ -94,7 +94,7 @@ def stuck_entries(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator
             message_ids=messages.map(lambda m: m.message_id),
             tokens_committed=o.tokens_committed_at.notnull(), created_at=o.created_at,
             age_seconds=whole_seconds_since(o.created_at, now, dialect))
-        yield Hit("EO301", name, scope.config.endpoints[name].outbox.table, stuck)
+        yield Hit(name, scope.config.endpoints[name].outbox.table, stuck)
 
 
 def _sent_with_causation(records: ir.Table) -> ir.Table:
@@ -155,7 +155,7 @@ def ghost_messages(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterato
                            committed_attempt=ghosts.committed_attempt, first_sent=ghosts.first_sent)
     for name, ep in scope.endpoints.items():
         if ep.input is not None:
-            yield Hit("EO302", name, scope.topics(name), ghosts.filter(ghosts.endpoint == name).drop("endpoint"))
+            yield Hit(name, scope.topics(name), ghosts.filter(ghosts.endpoint == name).drop("endpoint"))
 
 
 def sent_past_retention(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
@@ -172,4 +172,4 @@ def sent_past_retention(scope: Scope, records: ir.Table, dialect: Dialect) -> It
         o = sent.filter((sent.ep == name) & (sent.updated_at < scope.ago(duration_of(ep.outbox.retention))))
         rows = o.select("endpoint", "incoming_message_id", "attempt_id", created_at=o.created_at,
                         updated_at=o.updated_at, age_seconds=whole_seconds_since(o.updated_at, now, dialect))
-        yield Hit("EO303", name, ep.outbox.table, rows.order_by([ibis.desc("age_seconds"), "incoming_message_id"]))
+        yield Hit(name, ep.outbox.table, rows.order_by([ibis.desc("age_seconds"), "incoming_message_id"]))

@@ -24,7 +24,7 @@ def applied_twice(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator
     """EO501: more than one sink row for one source message: its effect was applied twice. The
     messages are the kept applied_twice_view (messages_applied_twice)."""
     for name, sink in _sinks(scope):
-        yield Hit("EO501", name, sink.name, ibis.table(ibis.schema(APPLIED_TWICE_SCHEMA),
+        yield Hit(name, sink.name, ibis.table(ibis.schema(APPLIED_TWICE_SCHEMA),
                                                        name=applied_twice_view(scope, name, sink)))
 
 
@@ -100,7 +100,7 @@ def conflicting_values(scope: Scope, records: ir.Table, dialect: Dialect) -> Ite
         # values that differ only where JSON does not show it (a time's digits past what the
         # engine writes) are one value, as the report shows them
         g = g.filter(g.distinct_values > 1)
-        yield Hit("EO502", name, sink.name, g)
+        yield Hit(name, sink.name, g)
 
 
 def every_message_sinks(scope: Scope):
@@ -225,4 +225,4 @@ def missing_effects(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterat
         found = first.join(counts, first.hour == counts._h).select(
             "message_id", "topic", "partition", "offset", "timestamp", "hour", "hour_processed", "hour_with_effect",
             "hour_missing")
-        yield Hit("EO503", name, sink.name, found)
+        yield Hit(name, sink.name, found)

@@ -56,7 +56,7 @@ def orphan_tokens(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator
             "token_id", "message_id", "created_at", "attempt_id")
         if registered is not None:
             orphans = orphans.left_join(registered, "token_id").drop("token_id_right")
-        yield Hit("EO201", name, scope.config.endpoints[name].tokens.table, orphans)
+        yield Hit(name, scope.config.endpoints[name].tokens.table, orphans)
 
 
 def silent_loss(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
@@ -80,7 +80,7 @@ def silent_loss(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[H
             # of), then the anti join against those: Spark cannot build an anti join on its left
             # side, and shuffled every sink row to meet a few in-flight ids
             lost = lost.anti_join(ids.semi_join(lost.select("message_id"), "message_id"), "message_id")
-        yield Hit("EO202", name, scope.topics(name), lost)
+        yield Hit(name, scope.topics(name), lost)
 
 
 def leaked_tokens(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
@@ -96,7 +96,7 @@ def leaked_tokens(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator
         leaked = first.filter(first._rank == 0).select(
             "token_id", "created_at", "attempt_id", "message_id", "topic", "partition", "offset",
         ).anti_join(held, "token_id")
-        yield Hit("EO203", name, scope.config.endpoints[name].tokens.table, leaked)
+        yield Hit(name, scope.config.endpoints[name].tokens.table, leaked)
 
 
 def committed_below_log_start(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
@@ -111,4 +111,4 @@ def committed_below_log_start(scope: Scope, records: ir.Table, dialect: Dialect)
         records_lost=j.log_start - j.committed)
     for name, ep in scope.endpoints.items():
         if ep.input is not None:
-            yield Hit("EO204", name, scope.topics(name), lost.filter(lost.ep == name).drop("ep"))
+            yield Hit(name, scope.topics(name), lost.filter(lost.ep == name).drop("ep"))

@@ -144,7 +144,7 @@ def sequence_ranges(records: ir.Table, dialect: Dialect) -> ir.Table:
     return coalesce_ranges(number_runs(records, dialect))
 
 
-def sequence_gaps(scope: Scope, records: ir.Table, dialect: Dialect) -> ir.Table:
+def missing_sequences(scope: Scope, records: ir.Table, dialect: Dialect) -> ir.Table:
     """EO104: missing sequence numbers between a producer's lowest and highest (between its kept
     `sequence_ranges`), except those that pending outbox entries hold (not sent yet: reported as
     stuck entries, EO301)."""
@@ -163,29 +163,50 @@ def sequence_gaps(scope: Scope, records: ir.Table, dialect: Dialect) -> ir.Table
         *prod, "missing_from", "missing_to", missing=j.missing_to - j.missing_from + 1)
 
 
-def _per_endpoint(code: str, check: Callable[[Scope, ir.Table, Dialect], ir.Table],
+def _per_endpoint(check: Callable[[Scope, ir.Table, Dialect], ir.Table],
                   ) -> Callable[[Scope, ir.Table, Dialect], Iterator[Hit]]:
     """A check over every audited input's records, split by endpoint."""
     def hits(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
         found = check(scope, records, dialect)
         for name, ep in scope.endpoints.items():
             if ep.input is not None:
-                yield Hit(code, name, scope.topics(name), found.filter(found.endpoint == name).drop("endpoint"))
+                yield Hit(name, scope.topics(name), found.filter(found.endpoint == name).drop("endpoint"))
+    hits.__doc__ = check.__doc__
     return hits
 
 
-#: record checks: one expression over every input's records (EO104 also reads pending entries)
-RECORD_CHECKS: dict[str, Callable[[Scope, ir.Table, Dialect], ir.Table]] = {
-    "EO101": lambda scope, records, dialect: redelivered_copies(records, dialect),
-    "EO102": lambda scope, records, dialect: message_under_several_tokens(records, dialect),
-    "EO103": lambda scope, records, dialect: sequence_on_several_messages(records, dialect),
-    "EO104": sequence_gaps,
-    "EO105": lambda scope, records, dialect: records_without_protocol(records),
-}
-CHECKS = {code: _per_endpoint(code, check) for code, check in RECORD_CHECKS.items()}
-#: tables several checks read: name -> (the codes that read it, its expression), computed once,
-#: in this order (a later one may read an earlier one)
-SHARED = {"repeated_keys": (("EO101", "EO102"), repeated_keys),
-          "repeated_messages": (("EO101", "EO102"), repeated_messages),
-          "reused_sequence_keys": (("EO103",), reused_sequence_keys),
-          "sequence_ranges": (("EO104",), sequence_ranges)}
+# the record checks (eoctl.findings.CodeInfo.check names them): one expression over every input's
+# records, split by endpoint
+@_per_endpoint
+def redelivered(scope: Scope, records: ir.Table, dialect: Dialect) -> ir.Table:
+    return redelivered_copies(records, dialect)
+
+
+@_per_endpoint
+def under_several_tokens(scope: Scope, records: ir.Table, dialect: Dialect) -> ir.Table:
+    return message_under_several_tokens(records, dialect)
+
+
+@_per_endpoint
+def sequence_reused(scope: Scope, records: ir.Table, dialect: Dialect) -> ir.Table:
+    return sequence_on_several_messages(records, dialect)
+
+
+sequence_gaps = _per_endpoint(missing_sequences)  # EO104 also reads pending entries
+
+
+@_per_endpoint
+def without_protocol(scope: Scope, records: ir.Table, dialect: Dialect) -> ir.Table:
+    return records_without_protocol(records)
+
+
+def undecodable_archive_lines(scope: Scope, records: ir.Table, dialect: Dialect) -> Iterator[Hit]:
+    """Lines of a JSON topic archive that are not records, so no other check saw them (the
+    engine's reader names them by file and line). They have no offset to place them in a range or
+    an index, so every audit reads the archive's lines again until the file is repaired."""
+    from eoctl.expr.inputs import undecodable_table
+
+    t = undecodable_table()
+    for name, ep in scope.endpoints.items():
+        if ep.input is not None and ep.input.archive and ep.input.archive_format == "json":
+            yield Hit(name, ep.input.archive, t.filter(t.ep == name).drop("ep").order_by("file", "line"))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from eoctl.inert import inert
 from eoctl.report.render import TOP_EVIDENCE, more_rows, print_notes, print_rows
+from eoctl.findings import code_of
 from eoctl.secrets import redact
 
 # for the type hints only: the results' modules are the commands' own (a gc command never imports
@@ -24,7 +25,7 @@ GC_SCHEMA = "eoctl.gc/v1"
 _NOTE = {
     "live": "a record in flight carries it",
     "referenced": "a pending outbox entry holds it",
-    "leaked": "its record is processed; the receiver kept it (EO203)",
+    "leaked": f"its record is processed; the receiver kept it ({code_of('tokens.leaked_tokens')})",
     "garbage": "an attempt that did not commit, or an orphan past the grace period",
     "young": "on no record yet, within the grace period",
     "missing": "in-flight records without a token",

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from eoctl.config.model import Config
 from eoctl.errors import Misconfigured, SourceError
+from eoctl.findings import code_of
 from eoctl.inert import inert
 from eoctl.stores.connection import store_named
 from eoctl.stores.connection import StoreConfig, describe
@@ -48,7 +49,7 @@ OWNER = {"tokens": "destination", "outbox": "endpoint", "intents": "endpoint"}
 OPTIONAL = frozenset({"intents"})
 #: what an absent optional table takes away (said in the audit's, reconcile's and gc's notes, and by doctor)
 WITHOUT = {
-    "intents": "no register-cleanup evidence: EO201/EO401 evidence has no registered_by_* columns, and "
+    "intents": f"no register-cleanup evidence: {code_of('tokens.orphan_tokens')}/{code_of('blobs.orphan_blobs')} evidence has no registered_by_* columns, and "
                "reconcile-tokens, gc-tokens and gc-blobs tell garbage by age past --grace only (not by an "
                "attempt that lost)",
 }

@@ -271,12 +271,11 @@ def _assemble(config: Config, options: TraceOptions, message_id: str, hits: list
                         my_sink)
 
 
-#: what a critical finding on a message makes of it, first match wins (held complete by a unit test:
-
 def _attach_recorded_findings(config: Config, messages: list[MessageTrace], notes: list[str]) -> str | None:
     """Findings of the last recorded audit whose evidence names the message, its tokens or blobs."""
     from eoctl import history
     from eoctl.errors import EoctlError
+    from eoctl.trace.verdict import STUCK_ENTRY
 
     try:
         run, rows = history.evidence_of_last_run(config)
@@ -287,10 +286,10 @@ def _attach_recorded_findings(config: Config, messages: list[MessageTrace], note
     for m in messages:
         needles = {m.message_id, *(c.token_id for c in m.copies if c.token_id), *(t.token_id for t in m.tokens),
                    *(b.name for b in m.blobs)}
-        holder = m.emitted_by.incoming_message_id if m.emitted_by else None  # EO301 names the entry
+        holder = m.emitted_by.incoming_message_id if m.emitted_by else None  # a stuck entry's finding names it
         m.recorded_findings = [{"code": code, "endpoint": ep, "evidence": row} for code, ep, row, text in texts
                                if any(n and n in text for n in needles)
-                               or (code == "EO301" and row.get("incoming_message_id") == holder)]
+                               or (holder is not None and code in STUCK_ENTRY and row.get(STUCK_ENTRY[code]) == holder)]
         m.findings_differ = findings_differ(m, run)
     return run
 

@@ -1,23 +1,47 @@
-"""A message's verdict: it follows the catalog's findings that name the message (VERDICT_OF);
-the facts trace gathered only refine it (processed twice or about to be) and say why in words."""
+"""A message's verdict: it follows the catalog's findings that name the message (each code's
+CodeInfo.verdict); the facts trace gathered only refine it (processed twice or about to be) and
+say why in words."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from eoctl.findings import CATALOG, VerdictRule
 from eoctl.trace.model import Entry, MessageTrace, Verdict, age_text, position
 
-#: what a critical finding on a message makes of it, first match wins (held complete by a unit test:
-#: no message with a critical finding gets a verdict that is not bad)
-VERDICT_OF = {
-    "EO302": Verdict.ghost,
-    "EO501": Verdict.processed_twice,
-    "EO102": Verdict.will_be_processed_twice,  # or processed twice: see _several_tokens
-    "EO402": Verdict.lost,
-    "EO403": Verdict.lost,
-    "EO202": Verdict.lost,
-    "EO503": Verdict.lost,  # processed, and its effect is in no sink that must hold every message
-}
+#: what a finding on a message makes of it, lowest rank first (held complete by a unit test: no
+#: message with a critical finding gets a verdict that is not bad)
+RULES: dict[str, VerdictRule] = dict(sorted(((code, info.verdict) for code, info in CATALOG.items() if info.verdict),
+                                            key=lambda item: item[1].rank))
+VERDICT_OF: dict[str, Verdict] = {code: Verdict(rule.verdict) for code, rule in RULES.items()}
+#: the codes whose findings call a pending outbox entry stuck -> the evidence column naming it
+STUCK_ENTRY = {code: info.stuck_entry for code, info in CATALOG.items() if info.stuck_entry}
+
+
+class _Words(dict):
+    """A reason's fields; one the evidence lacks reads as None, as the evidence's JSON would say."""
+
+    def __missing__(self, key: str) -> str:
+        return "None"
+
+
+def _processed_copy(t: MessageTrace, evidence: dict[str, Any]) -> str:
+    done = next((c for c in t.copies if c.processed), None)
+    return (f"at {position(done)} by {done.consumer}" if done is not None else
+            f"at {evidence.get('topic')}/{evidence.get('partition')}@{evidence.get('offset')}")
+
+
+#: the trace's facts a reason may name beside the finding's evidence
+FACTS: dict[str, Callable[[MessageTrace, dict[str, Any]], str]] = {"processed_copy": _processed_copy}
+
+
+def _reason(rule: VerdictRule, t: MessageTrace, finding: dict[str, Any]) -> str:
+    ev = finding["evidence"]
+    words = _Words(ev)
+    words.update({name: fact(t, ev) for name, fact in FACTS.items() if "{" + name + "}" in rule.reason})
+    words.update(where=finding["where"], endpoint=finding["endpoint"])
+    return rule.reason.format_map(words)
 
 
 def decide_verdict(t: MessageTrace, hits: list[dict[str, Any]]) -> tuple[Verdict, list[str]]:
@@ -26,37 +50,20 @@ def decide_verdict(t: MessageTrace, hits: list[dict[str, Any]]) -> tuple[Verdict
     rows: dict[str, list[dict[str, Any]]] = {}
     for f in t.findings:
         rows.setdefault(f["code"], []).append(f)
-    for code, verdict in VERDICT_OF.items():
+    for code, rule in RULES.items():
         if code not in rows:
             continue
-        first = rows[code][0]
-        ev = first["evidence"]
-        if code == "EO302":
-            return verdict, [f"sent by attempt {ev.get('ghost_attempt')} of {ev.get('producer')}, which never "
-                             f"committed; attempt {ev.get('committed_attempt')} answered the same incoming message "
-                             f"{ev.get('causation_id')}"]
-        if code == "EO501":
-            return verdict, [f"{ev.get('rows')} rows in sink {first['where']} ({first['endpoint']})"]
-        if code == "EO102":
-            return _several_tokens(t)
-        if code in ("EO402", "EO403"):
-            return verdict, [f"blob {f['evidence'].get('name')} it publishes "
-                             + ("does not exist" if f["code"] == "EO402" else
-                                "does not match its sha256: it was overwritten")
-                             for f in t.findings if f["code"] in ("EO402", "EO403")]
-        if code == "EO503":
-            done = next((c for c in t.copies if c.processed), None)
-            copy = (f"at {position(done)} by {done.consumer}" if done is not None else
-                    f"at {ev.get('topic')}/{ev.get('partition')}@{ev.get('offset')}")
-            return verdict, [f"processed {copy} (offset committed, token gone), and its effect is in no row of "
-                             f"sink {first['where']}, which must hold every message"]
-        return verdict, [f"in flight at {ev.get('topic')}/{ev.get('partition')}@{ev.get('offset')} but its token "
-                         f"{ev.get('token_id')} is gone: the consumer will drop it as a duplicate, and its effect "
-                         "is in no sink"]
+        if rule.decide:
+            return DECIDERS[rule.decide](t)
+        if rule.each:
+            return Verdict(rule.verdict), [_reason(RULES[f["code"]], t, f) for f in t.findings
+                                           if f["code"] in RULES and RULES[f["code"]].each
+                                           and RULES[f["code"]].verdict == rule.verdict]
+        return Verdict(rule.verdict), [_reason(rule, t, rows[code][0])]
 
     processed = [c for c in t.copies if c.processed]
     waiting = [c for c in t.copies if not c.processed]
-    stuck = {(f["endpoint"], f["evidence"].get("incoming_message_id")) for f in rows.get("EO301", [])}
+    stuck = {(f["endpoint"], f["evidence"].get(STUCK_ENTRY[f["code"]])) for f in t.findings if f["code"] in STUCK_ENTRY}
 
     def is_stuck(e: Entry) -> bool:
         return (e.endpoint, e.incoming_message_id) in stuck
@@ -115,22 +122,20 @@ _ACTION = {
 def what_to_do(t: MessageTrace) -> str:
     """The one line under a verdict: the remedy of the finding that decided it, else what the
     verdict asks (a stuck entry: replay it)."""
-    from eoctl.findings import CATALOG
-
     codes = {f["code"] for f in t.findings}
     if t.verdict.bad:
-        code = next((c for c, v in VERDICT_OF.items() if c in codes), None)
+        code = next((c for c in RULES if c in codes), None)
         remedy = CATALOG[code].remedy if code else None
         if remedy is not None:
             return remedy.fix
     if t.verdict is Verdict.stuck:
-        remedy = CATALOG["EO301"].remedy
+        remedy = CATALOG[next(iter(STUCK_ENTRY))].remedy
         return remedy.fix if remedy else _ACTION[Verdict.in_flight]
     return _ACTION.get(t.verdict, "")
 
 
 def _several_tokens(t: MessageTrace) -> tuple[Verdict, list[str]]:
-    """EO102 on a message: processed twice when two of its tokens were used up, else about to be.
+    """A message under several tokens: processed twice when two of its tokens were used up, else about to be.
 
     A token is used up when a copy under it was processed, or is gone from the consumer's store
     although a copy under it exists: only processing removes a token a record carries (gc never
@@ -162,3 +167,7 @@ def _entry_sent(e: Entry, hits: list[dict[str, Any]]) -> bool:
     """Every outgoing message of a pending entry is on a topic read (with a token)."""
     sent = {h["message_id"] for h in hits if h["causation_id"] == e.incoming_message_id}
     return e.message_ids <= sent  # an entry with nothing to send has sent everything
+
+
+#: the decisions a VerdictRule's `decide` names
+DECIDERS: dict[str, Callable[[MessageTrace], tuple[Verdict, list[str]]]] = {"several_tokens": _several_tokens}

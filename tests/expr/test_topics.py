@@ -1,4 +1,4 @@
-"""EO104 sequence gaps (eoctl.expr.topics.sequence_gaps): the expression against a plain oracle
+"""EO104 sequence gaps (eoctl.expr.topics.missing_sequences): the expression against a plain oracle
 (Hypothesis) with pending outbox entries holding some missing numbers, and the whole check on an
 archive with long stretches missing and negative numbers, on both engines."""
 
@@ -48,7 +48,7 @@ def _gaps_on_duckdb(config_path: Path, sequences: dict[str, set[int]], held: dic
     from eoctl.expr import Dialect, compile_sql
     from eoctl.expr.inputs import STORE_SCHEMAS, Scope
     from eoctl.expr.records import records_table
-    from eoctl.expr.topics import sequence_gaps, sequence_ranges
+    from eoctl.expr.topics import missing_sequences, sequence_ranges
 
     records = [{"endpoint": "billing", "topic": "t", "partition": 0, "offset": i, "processed": True,
                 "message_id": f"m{i}", "token_id": f"k{i}", "producer": p, "seq": n}
@@ -68,7 +68,7 @@ def _gaps_on_duckdb(config_path: Path, sequences: dict[str, set[int]], held: dic
     scope = Scope(load_config(config_path), AuditOptions(), tables={("billing", "outbox")})
     con.execute("CREATE TABLE sequence_ranges AS " + compile_sql(sequence_ranges(records_table(), Dialect.duckdb),
                                                                   Dialect.duckdb))
-    sql = compile_sql(sequence_gaps(scope, records_table(), Dialect.duckdb), Dialect.duckdb)
+    sql = compile_sql(missing_sequences(scope, records_table(), Dialect.duckdb), Dialect.duckdb)
     return sorted(con.execute(f"SELECT producer, missing_from, missing_to FROM ({sql})").fetchall())
 
 
